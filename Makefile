@@ -1,0 +1,35 @@
+# The README's commands. Each installs what it needs (a venv with the Python deps; the
+# Go binaries are built on first use into ~/.cache/karpenter-e2e/bin).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: e2e test setup build cluster-up cluster-down cluster-status
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e ".[test]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+## e2e: the main job: the scenario suites against a local cluster it brings up and down
+e2e: setup
+	$(PY) -m pytest suites -v -o log_cli=true --junitxml=reports/junit-e2e.xml $(PYTEST_ARGS)
+
+## test: the harness's own unit tests (what .ci/run runs)
+test: setup
+	$(PY) -m pytest tests -q --junitxml=reports/junit-tests.xml $(PYTEST_ARGS)
+
+## build: compile every pinned binary into the per-user cache (e2e does this on demand)
+build: setup
+	$(PY) -m clusters build
+
+cluster-up: setup
+	$(PY) -m clusters up --reuse
+cluster-down: setup
+	$(PY) -m clusters down
+cluster-status: setup
+	$(PY) -m clusters status

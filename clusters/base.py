@@ -1,0 +1,47 @@
+"""The small interface every mode implements, and what a running cluster tells the suites."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass
+class ClusterInfo:
+    """What the suites may know about the cluster under test, whatever the mode."""
+
+    mode: str
+    name: str
+    kubeconfig: Path
+    versions: dict[str, str] = field(default_factory=dict)  # kubernetes, karpenter, kwok, ...
+    # The NodeClass kind the suites' factory renders: KWOKNodeClass locally, EC2NodeClass on EKS.
+    nodeclass_group: str = "karpenter.kwok.sh"
+    nodeclass_kind: str = "KWOKNodeClass"
+    nodeclass_version: str = "v1alpha1"
+    karpenter_log: Path | None = None  # where Karpenter's log can be read, when it is a file
+    catalogue: Path | None = None  # the instance-types file Karpenter reads (local, kind)
+
+
+@dataclass
+class Status:
+    running: bool
+    detail: str  # one line per component, for `status` and for error messages
+    components: dict[str, bool] = field(default_factory=dict)
+
+
+class Cluster(Protocol):
+    """One backend per mode (local, kind, eks)."""
+
+    def up(self) -> ClusterInfo: ...
+
+    def down(self) -> None: ...
+
+    def status(self) -> Status: ...
+
+    def logs(self) -> dict[str, Path]: ...
+
+    # Karpenter's lifecycle, for negative checks and the upgrade gate.
+    def stop_karpenter(self) -> None: ...
+
+    def start_karpenter(self, version: str | None = None) -> None: ...

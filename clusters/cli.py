@@ -1,0 +1,49 @@
+"""`python -m clusters up|down|status|logs|build`: the cluster lifecycle by hand."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from clusters import backends
+from clusters.errors import ClusterError
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m clusters", description=__doc__)
+    p.add_argument("command", choices=["up", "down", "status", "logs", "build"])
+    backends.add_options(p.add_argument)
+    p.add_argument("--reuse", action="store_true", help="up: reuse a healthy running cluster")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    try:
+        if args.command == "build":
+            from clusters.local import build
+            for path in build.build_all():
+                print(path)
+            return 0
+        cluster = backends.create(args)
+        if args.command == "up":
+            info = cluster.up(reuse=args.reuse)
+            print(f"export KUBECONFIG={info.kubeconfig}")
+        elif args.command == "down":
+            cluster.down()
+        elif args.command == "status":
+            st = cluster.status()
+            print(st.detail)
+            return 0 if st.running else 1
+        elif args.command == "logs":
+            for name, path in sorted(cluster.logs().items()):
+                print(f"{name:24} {path}")
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+"""The one exception type cluster backends raise for conditions a person must fix."""
+
+
+class ClusterError(RuntimeError):
+    """A cluster could not be built, started, reached or stopped; the message says why."""

@@ -1,0 +1,209 @@
+"""Build local mode's binaries from the Go module proxy into a per-user cache.
+
+Each binary lands at ``<cache>/bin/<name>-<version>`` and is never rebuilt once there,
+so reruns and CI reuse it. Builds are plain ``go build``: the Kubernetes and etcd
+commands through the wrapper modules in ``gomod/``, kwok and Karpenter inside their own
+downloaded module (its own go.mod and go.sum, exactly as released).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusters.errors import ClusterError
+from clusters.local import versions
+
+log = logging.getLogger(__name__)
+
+GOMOD_DIR = Path(__file__).parent / "gomod"
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("KARPENTER_E2E_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "karpenter-e2e"
+    )
+    return Path(root)
+
+
+def bin_dir() -> Path:
+    return cache_dir() / "bin"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One binary: where its source comes from and how upstream builds it."""
+
+    name: str  # file name in the cache, before "-<version>"
+    version: str
+    package: str  # import path of the main package
+    module: str  # "gomod/<dir>" (wrapper) or "<module path>" (downloaded at `version`)
+    ldflags: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    toolchain: str = "local"
+    env: tuple[tuple[str, str], ...] = field(default=(("CGO_ENABLED", "0"),))
+
+    @property
+    def path(self) -> Path:
+        return bin_dir() / f"{self.name}-{self.version}"
+
+
+def _kube_ldflags(version: str) -> tuple[str, ...]:
+    # hack/lib/version.sh: the same -X pairs for client-go and component-base, so that
+    # `/version` and `kubectl version` report the real release.
+    major, minor = version.lstrip("v").split(".")[:2]
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pairs = {"gitVersion": version, "gitMajor": major, "gitMinor": minor,
+             "gitTreeState": "clean", "buildDate": date}
+    flags = [f"-X k8s.io/{pkg}.{k}={v}" for k, v in pairs.items()
+             for pkg in ("client-go/pkg/version", "component-base/version")]
+    return tuple(flags) + ("-s", "-w")
+
+
+def targets() -> list[Target]:
+    kube = [
+        Target(name, versions.KUBERNETES, f"k8s.io/kubernetes/cmd/{name}", "gomod/kubernetes",
+               ldflags=_kube_ldflags(versions.KUBERNETES),
+               # hack/lib/golang.sh's default tags for a non-debug build.
+               tags=("selinux", "notest", "grpcnotrace"))
+        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+    ]
+    etcd = Target("etcd", versions.ETCD, "karpenter-e2e/clusters/local/gomod/etcd", "gomod/etcd",
+                  ldflags=("-s", "-w"))
+    kwok = [
+        Target(name, versions.KWOK, f"sigs.k8s.io/kwok/cmd/{name}", "sigs.k8s.io/kwok",
+               ldflags=(f"-X sigs.k8s.io/kwok/pkg/consts.Version={versions.KWOK.lstrip('v')}",
+                        "-s", "-w"))
+        for name in ("kwok", "kwokctl")
+    ]
+    karpenter = [
+        # Named karpenter-kwok so it never clashes with kwok's own `kwok` binary.
+        Target("karpenter-kwok", v, "sigs.k8s.io/karpenter/kwok", "sigs.k8s.io/karpenter",
+               ldflags=(f"-X sigs.k8s.io/karpenter/pkg/operator.Version={v}", "-s", "-w"),
+               toolchain=versions.GO_TOOLCHAIN)
+        for v in versions.KARPENTER_VERSIONS
+    ]
+    return kube + [etcd] + kwok + karpenter
+
+
+def find(name: str, version: str | None = None) -> Target:
+    for t in targets():
+        if t.name == name and (version is None or t.version == version):
+            return t
+    known = sorted({f"{t.name}@{t.version}" for t in targets()})
+    raise ClusterError(f"no binary {name}@{version or '*'} is pinned; pinned: {', '.join(known)}")
+
+
+def check_go() -> str:
+    """Return the go command's version, or explain what is missing."""
+    go = shutil.which("go")
+    if not go:
+        raise ClusterError("Go is not on PATH: local mode builds its binaries with `go build` "
+                           f"(need Go >= {'.'.join(map(str, versions.MIN_GO))}; it fetches "
+                           f"{versions.GO_TOOLCHAIN} itself where a module needs it)")
+    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True,
+                         env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
+    m = re.match(r"go(\d+)\.(\d+)", out)
+    if not m or (int(m[1]), int(m[2])) < versions.MIN_GO:
+        raise ClusterError(f"{go} is {out or 'unknown'}; local mode needs Go >= "
+                           f"{'.'.join(map(str, versions.MIN_GO))} (toolchain switching)")
+    return out
+
+
+def _go_env(target: Target) -> dict[str, str]:
+    env = {**os.environ, "GOTOOLCHAIN": target.toolchain, "GOFLAGS": "-mod=readonly"}
+    env.update(dict(target.env))
+    return env
+
+
+def _module_dir(target: Target) -> Path:
+    if target.module.startswith("gomod/"):
+        return GOMOD_DIR / target.module.split("/", 1)[1]
+    return download_module(target.module, target.version, target.toolchain)
+
+
+def download_module(module: str, version: str, toolchain: str = "local") -> Path:
+    """`go mod download` a module and return its directory in the module cache."""
+    proc = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],
+                          capture_output=True, text=True, cwd=tempfile.gettempdir(),
+                          env={**os.environ, "GOTOOLCHAIN": toolchain, "GOFLAGS": ""})
+    try:
+        info = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        info = {"Error": (proc.stderr or proc.stdout).strip()}
+    if info.get("Error") or not info.get("Dir"):
+        raise ClusterError(f"cannot download {module}@{version} from the Go module proxy: "
+                           f"{info.get('Error')}")
+    return Path(info["Dir"])
+
+
+@contextlib.contextmanager
+def _build_lock():
+    # xdist workers and a parallel `make` may all ask for the same binaries.
+    bin_dir().mkdir(parents=True, exist_ok=True)
+    with open(bin_dir() / ".build.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def build(target: Target) -> Path:
+    """Build one target unless it is already cached; return its path."""
+    if target.path.exists():
+        return target.path
+    with _build_lock():
+        if target.path.exists():
+            return target.path
+        _build_group([target])
+    return target.path
+
+
+def build_all(only: list[Target] | None = None) -> list[Path]:
+    """Build every missing target; targets sharing a module build in one `go build`."""
+    wanted = only if only is not None else targets()
+    with _build_lock():
+        missing = [t for t in wanted if not t.path.exists()]
+        if missing:
+            check_go()
+        groups: dict[tuple, list[Target]] = {}
+        for t in missing:
+            groups.setdefault((t.module, t.version, t.ldflags, t.tags, t.toolchain), []).append(t)
+        for group in groups.values():
+            _build_group(group)
+    return [t.path for t in wanted]
+
+
+def _build_group(group: list[Target]) -> None:
+    first = group[0]
+    names = ", ".join(f"{t.name} {t.version}" for t in group)
+    log.warning("building %s with go build (a cold build takes minutes)", names)
+    cwd = _module_dir(first)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=bin_dir(), prefix=".build-") as tmp:
+        cmd = ["go", "build", "-trimpath", "-o", tmp + "/"]
+        if first.tags:
+            cmd.append("-tags=" + ",".join(first.tags))
+        if first.ldflags:
+            cmd.append("-ldflags=" + " ".join(first.ldflags))
+        cmd += [t.package for t in group]
+        proc = subprocess.run(cmd, cwd=cwd, env=_go_env(first), capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ClusterError(f"go build of {names} failed in {cwd}:\n"
+                               + "\n".join((proc.stderr or proc.stdout).splitlines()[-30:]))
+        for t in group:
+            built = Path(tmp) / t.package.rsplit("/", 1)[-1]
+            os.replace(built, t.path)  # atomic: a half-written binary is never cached
+    log.warning("built %s in %.0fs", names, time.monotonic() - started)

@@ -1,0 +1,97 @@
+"""Render the curated EC2 table into the KWOK provider's instance-types JSON.
+
+The KWOK provider turns every single-valued ``In`` requirement of an offering into a
+node label and a well-known key. Putting the AWS provider's ``karpenter.k8s.aws/*``
+labels on each offering is what lets the workshop NodePools (category In [c,m,r],
+generation Gt 2, ...) apply unchanged in local mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from clusters.local.catalogue_table import TYPES, ZONES, EC2Type
+
+AWS = "karpenter.k8s.aws"
+SPOT_DISCOUNT = (0.30, 0.45)  # spot/on-demand ratio range, as commonly seen on EC2
+
+
+def spot_price(t: EC2Type, zone: str) -> float:
+    # Deterministic per (type, zone): reruns see the same prices, zones differ as on EC2.
+    h = int(hashlib.sha256(f"{t.name}/{zone}".encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+    lo, hi = SPOT_DISCOUNT
+    return round(t.od * (lo + (hi - lo) * h), 5)
+
+
+def aws_labels(t: EC2Type) -> dict[str, str]:
+    """The labels the AWS provider puts on a node of this type."""
+    family, size = t.name.split(".", 1)
+    m = re.match(r"([a-z]+?)(\d+)", family)
+    labels = {
+        f"{AWS}/instance-category": m[1],
+        f"{AWS}/instance-generation": m[2],
+        f"{AWS}/instance-family": family,
+        f"{AWS}/instance-size": size,
+        f"{AWS}/instance-cpu": str(t.vcpu),
+        f"{AWS}/instance-cpu-manufacturer": t.cpu_manufacturer,
+        f"{AWS}/instance-memory": str(int(t.memory_gib * 1024)),
+        f"{AWS}/instance-hypervisor": t.hypervisor,
+    }
+    if t.gpus:
+        labels |= {f"{AWS}/instance-gpu-count": str(t.gpus),
+                   f"{AWS}/instance-gpu-name": t.gpu_name,
+                   f"{AWS}/instance-gpu-manufacturer": "nvidia"}
+    return labels
+
+
+def _offering(t: EC2Type, zone: str, capacity_type: str) -> dict:
+    reqs = {"karpenter.sh/capacity-type": capacity_type, "topology.kubernetes.io/zone": zone}
+    reqs |= aws_labels(t)
+    price = t.od if capacity_type == "on-demand" else spot_price(t, zone)
+    return {"Price": price, "Available": True,
+            "Requirements": [{"key": k, "operator": "In", "values": [v]} for k, v in reqs.items()]}
+
+
+def instance_type(t: EC2Type) -> dict:
+    resources = {"cpu": str(t.vcpu), "memory": f"{int(t.memory_gib * 1024)}Mi",
+                 "ephemeral-storage": "20Gi", "pods": "110"}
+    if t.gpus:
+        resources["nvidia.com/gpu"] = str(t.gpus)
+    return {
+        "name": t.name,
+        "offerings": [_offering(t, z, ct) for z in ZONES for ct in ("on-demand", "spot")],
+        "architecture": t.arch,
+        "operatingSystems": ["linux"],
+        "resources": resources,
+    }
+
+
+def render(types: Iterable[EC2Type] = TYPES) -> list[dict]:
+    return [instance_type(t) for t in types]
+
+
+def select(exclude: Callable[[EC2Type], bool] | None = None) -> list[EC2Type]:
+    """The table, less the types a negative check wants missing (e.g. every arm64 type)."""
+    return [t for t in TYPES if not (exclude and exclude(t))]
+
+
+def write(path: Path, types: Iterable[EC2Type] = TYPES) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(render(types), indent=1))
+    return path
+
+
+def without(spec: str) -> Callable[[EC2Type], bool]:
+    """Parse a catalogue filter like ``arch=arm64`` or ``family=g5`` into a predicate."""
+    key, _, value = spec.partition("=")
+    fields = {"arch": lambda t: t.arch, "family": lambda t: t.name.split(".")[0],
+              "type": lambda t: t.name}
+    if key not in fields or not value:
+        raise ValueError(f"catalogue filter {spec!r}: expected one of "
+                         f"{', '.join(k + '=VALUE' for k in fields)}")
+    values = set(value.split(","))
+    return lambda t: fields[key](t) in values

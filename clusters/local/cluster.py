@@ -1,0 +1,361 @@
+"""Local mode: a real control plane (kwokctl's binary runtime) and the real Karpenter.
+
+Everything lives in one run directory (``<cache>/clusters/<name>/``): the kwokctl
+workdir, the kubeconfig (never merged into ~/.kube/config), the catalogue, every
+component's log and ``state.json``, which lets a later run find, reuse or clean up a
+cluster a crashed run left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from clusters.base import ClusterInfo, Status
+from clusters.errors import ClusterError
+from clusters.local import build, catalogue, process, versions
+from clusters.local.catalogue_table import EC2Type
+from fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitTimeout, eventually
+
+log = logging.getLogger(__name__)
+
+ASSETS = Path(__file__).parent / "assets"
+
+
+class LocalCluster:
+    mode = "local"
+
+    def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
+                 apiserver_port: int | None = None,
+                 catalogue_exclude: Callable[[EC2Type], bool] | None = None):
+        if karpenter_version not in versions.KARPENTER_VERSIONS:
+            raise ClusterError(f"Karpenter {karpenter_version} is not built by local mode; "
+                               f"choose one of {', '.join(versions.KARPENTER_VERSIONS)}")
+        self.name = name
+        self.karpenter_version = karpenter_version
+        self.apiserver_port = apiserver_port
+        self.catalogue_exclude = catalogue_exclude
+        self.run_dir = build.cache_dir() / "clusters" / name
+        self.kwok_workdir = self.run_dir / "kwok"
+        self.kubeconfig = self.run_dir / "kubeconfig"
+        self.logs_dir = self.run_dir / "logs"
+        self.state_file = self.run_dir / "state.json"
+        self.catalogue_file = self.run_dir / "instance-types.json"
+
+    # ---- state ---------------------------------------------------------------------------
+    def _state(self) -> dict:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _save_state(self, **changes) -> None:
+        state = self._state() | changes
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        tmp.replace(self.state_file)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.run_dir.with_suffix(".lock")
+
+    def owner(self) -> str | None:
+        """The test run that brought this cluster up (it takes it down at the end)."""
+        return self._state().get("run_id")
+
+    def set_owner(self, run_id: str) -> None:
+        self._save_state(run_id=run_id)
+
+    def render_nodeclass(self, name: str, labels: dict[str, str]) -> dict:
+        # Karpenter's KWOK provider has no NodeClass settings: a name and labels are all.
+        return {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
+                "metadata": {"name": name, "labels": dict(labels)}}
+
+    def _kwokctl_cluster_dir(self) -> Path:
+        return self.kwok_workdir / "clusters" / self.name
+
+    def _kwokctl(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        env = {**os.environ, "KWOK_WORKDIR": str(self.kwok_workdir)}
+        cmd = [str(build.find("kwokctl").path), "--name", self.name, *args]
+        try:
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"kwokctl {' '.join(args)} did not finish in {timeout:.0f}s") from exc
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.logs_dir / "kwokctl.log", "a") as fh:
+            fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
+        return proc
+
+    # ---- status --------------------------------------------------------------------------
+    def _component_pids(self) -> dict[str, int]:
+        pids: dict[str, int] = {}
+        pid_dir = self._kwokctl_cluster_dir() / "pids"
+        for f in sorted(pid_dir.glob("*.pid")) if pid_dir.is_dir() else []:
+            try:
+                pids[f.stem] = int(f.read_text().strip())
+            except ValueError:
+                continue
+        if self._state().get("karpenter_pid"):
+            pids["karpenter"] = self._state()["karpenter_pid"]
+        return pids
+
+    def status(self) -> Status:
+        pids = self._component_pids()
+        if not pids:
+            return Status(False, f"no local cluster {self.name!r} (run dir {self.run_dir})")
+        comps = {name: process.alive(pid) for name, pid in pids.items()}
+        detail = "\n".join(f"{n:24} pid {pids[n]:<8} {'running' if ok else 'DEAD'}"
+                           for n, ok in comps.items())
+        return Status(all(comps.values()), detail, comps)
+
+    def logs(self) -> dict[str, Path]:
+        found = {p.stem: p for p in self.logs_dir.glob("*.log")}
+        kwok_logs = self._kwokctl_cluster_dir() / "logs"
+        found |= {p.stem: p for p in kwok_logs.glob("*.log")} if kwok_logs.is_dir() else {}
+        return found
+
+    def info(self) -> ClusterInfo:
+        state = self._state()
+        return ClusterInfo(
+            mode=self.mode, name=self.name, kubeconfig=self.kubeconfig,
+            versions={"kubernetes": versions.KUBERNETES,
+                      "karpenter": state.get("karpenter_version", self.karpenter_version),
+                      "kwok": versions.KWOK, "etcd": versions.ETCD},
+            karpenter_log=self.logs_dir / "karpenter.log",
+            catalogue=self.catalogue_file,
+        )
+
+    # ---- up ------------------------------------------------------------------------------
+    def up(self, reuse: bool = False) -> ClusterInfo:
+        """Bring the cluster up, or reuse a healthy one when ``reuse``; clean a broken one."""
+        st = self.status()
+        if st.components:
+            if st.running and reuse and self._healthy():
+                log.warning("reusing local cluster %r (%s)", self.name, self.run_dir)
+                return self.info()
+            why = "still running" if st.running else "left by a crashed run"
+            log.warning("local cluster %r %s; cleaning it up first:\n%s", self.name, why, st.detail)
+            self.down()
+        started = time.monotonic()
+        try:
+            self._up()
+        except BaseException:
+            # Ctrl-C or a failure half-way: nothing of ours may stay running.
+            log.warning("bring-up of %r failed; tearing down what was started", self.name)
+            self.down()
+            raise
+        log.warning("local cluster %r ready in %.1fs (Kubernetes %s, Karpenter %s)", self.name,
+                    time.monotonic() - started, versions.KUBERNETES, self.karpenter_version)
+        return self.info()
+
+    def _up(self) -> None:
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir)
+        self.logs_dir.mkdir(parents=True)
+        build.build_all([build.find(n) for n in ("kube-apiserver", "kube-controller-manager",
+                                                 "kube-scheduler", "kubectl", "etcd", "kwok",
+                                                 "kwokctl")]
+                        + [build.find("karpenter-kwok", self.karpenter_version)])
+        port = self.apiserver_port or process.free_port()
+        if process.port_in_use(port):
+            owner = process.port_owner(port)
+            raise ClusterError(f"port {port} on 127.0.0.1 is already in use"
+                               + (f" by {owner}" if owner else "")
+                               + "; choose another with --apiserver-port or stop that process")
+        self._save_state(name=self.name, run_dir=str(self.run_dir), apiserver_port=port,
+                         karpenter_version=self.karpenter_version, started=time.time())
+        config = self.run_dir / "kwokctl.yaml"
+        config.write_text(yaml.safe_dump(self._kwokctl_config(port), sort_keys=False))
+        proc = self._kwokctl("create", "cluster", "--config", str(config),
+                             "--kubeconfig", str(self.kubeconfig), "--wait", "60s", timeout=180)
+        if proc.returncode != 0:
+            raise ClusterError("kwokctl could not create the control plane:\n"
+                               + _tail(proc.stderr or proc.stdout, 25)
+                               + f"\n(component logs: {self._kwokctl_cluster_dir() / 'logs'})")
+        self._wait_api()
+        self._install_crds()
+        catalogue.write(self.catalogue_file, catalogue.select(self.catalogue_exclude))
+        self.start_karpenter(self.karpenter_version)
+
+    def _kwokctl_config(self, port: int) -> dict:
+        b = {n: str(build.find(n).path) for n in
+             ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd",
+              "kwok")}
+        return {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokctlConfiguration",
+            "options": {
+                "runtime": "binary",
+                "bindAddress": "127.0.0.1",  # nothing of ours listens beyond loopback
+                "kubeApiserverPort": port,
+                "kubeVersion": versions.KUBERNETES,
+                "etcdVersion": versions.ETCD.lstrip("v"),
+                "kwokVersion": versions.KWOK,
+                "kubeApiserverBinary": b["kube-apiserver"],
+                "kubeControllerManagerBinary": b["kube-controller-manager"],
+                "kubeSchedulerBinary": b["kube-scheduler"],
+                "kubectlBinary": b["kubectl"],
+                "etcdBinary": b["etcd"],
+                "kwokControllerBinary": b["kwok"],
+                "quietPull": True,
+            },
+        }
+
+    def kubectl(self, *args: str, timeout: float = 60, check: bool = True) -> str:
+        cmd = [str(build.find("kubectl").path), "--kubeconfig", str(self.kubeconfig), *args]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"kubectl {' '.join(args)} did not finish in {timeout:.0f}s") from exc
+        if check and proc.returncode != 0:
+            raise ClusterError(f"kubectl {' '.join(args)} failed: {_tail(proc.stderr, 10)}")
+        return proc.stdout
+
+    def _healthy(self) -> bool:
+        try:
+            return (self.kubectl("get", "--raw", "/readyz", timeout=10).strip() == "ok"
+                    and self._karpenter_ready())
+        except ClusterError:
+            return False
+
+    def _wait_api(self) -> None:
+        def ready() -> Observation:
+            out = self.kubectl("get", "--raw", "/readyz", timeout=10, check=False).strip()
+            return Observation(out == "ok", out or "no answer")
+
+        eventually(ready, what="kube-apiserver /readyz to answer ok", timeout=TIMEOUTS.api,
+                   poll=0.5, diagnose=lambda: self._log_tails(["kube-apiserver", "etcd"]))
+
+    def crd_dirs(self, version: str) -> list[Path]:
+        module = build.download_module("sigs.k8s.io/karpenter", version, versions.GO_TOOLCHAIN)
+        return [module / "kwok" / "charts" / "crds", module / "kwok" / "apis" / "crds"]
+
+    def _install_crds(self, version: str | None = None) -> None:
+        for d in self.crd_dirs(version or self.karpenter_version):
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(d))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                     "crd/nodepools.karpenter.sh", "crd/nodeclaims.karpenter.sh",
+                     "crd/kwoknodeclasses.karpenter.kwok.sh", timeout=90)
+        self.kubectl("apply", "--server-side", "-f", str(ASSETS / "default-nodeclass.yaml"))
+
+    # ---- Karpenter -----------------------------------------------------------------------
+    def start_karpenter(self, version: str | None = None) -> None:
+        """Start karpenter-kwok as a local process and wait until /readyz answers ok."""
+        version = version or self.karpenter_version
+        binary = build.build(build.find("karpenter-kwok", version))
+        if version != self._state().get("crds_version"):
+            self._install_crds(version)  # new CRDs first, then the controller
+            self._save_state(crds_version=version)
+        metrics, health = process.free_port(), process.free_port()
+        log_path = self.logs_dir / "karpenter.log"
+        env = {**os.environ,
+               "KUBECONFIG": str(self.kubeconfig),
+               "DISABLE_LEADER_ELECTION": "true",
+               "METRICS_PORT": str(metrics),
+               "HEALTH_PROBE_PORT": str(health),
+               "INSTANCE_TYPES_FILE_PATH": str(self.catalogue_file),
+               "SYSTEM_NAMESPACE": "kube-system",
+               "LOG_LEVEL": os.environ.get("KARPENTER_LOG_LEVEL", "info")}
+        with open(log_path, "a") as out:
+            out.write(f"--- karpenter-kwok {version} starting {time.strftime('%H:%M:%S')} ---\n")
+            out.flush()
+            proc = subprocess.Popen([str(binary)], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, cwd=self.run_dir,
+                                    start_new_session=True)  # Ctrl-C goes to us; down() stops it
+        self._save_state(karpenter_pid=proc.pid, karpenter_version=version,
+                         karpenter_metrics_port=metrics, karpenter_health_port=health)
+
+        def ready() -> Observation:
+            if proc.poll() is not None:
+                raise StopWaiting(f"Karpenter {version} exited with code {proc.returncode} "
+                                   f"at start; last lines of {log_path}:\n{_tail_file(log_path, 30)}")
+            ok = self._karpenter_ready()
+            return Observation(ok, "/readyz ok" if ok else f"/readyz on :{health} not ok yet")
+
+        try:
+            eventually(ready, what=f"Karpenter {version} /readyz to answer ok",
+                       timeout=TIMEOUTS.api, poll=0.5,
+                       diagnose=lambda: "Karpenter log tail:\n" + _tail_file(log_path, 30))
+        except StopWaiting as exc:
+            raise ClusterError(str(exc)) from None
+        except WaitTimeout:
+            process.terminate(proc.pid)
+            raise
+
+    def _karpenter_ready(self) -> bool:
+        state = self._state()
+        if not process.alive(state.get("karpenter_pid")):
+            return False
+        try:
+            url = f"http://127.0.0.1:{state['karpenter_health_port']}/readyz"
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError, KeyError):
+            return False
+
+    def stop_karpenter(self) -> None:
+        pid = self._state().get("karpenter_pid")
+        if pid:
+            process.terminate(pid)
+            self._save_state(karpenter_pid=None)
+
+    def karpenter_running(self) -> bool:
+        return process.alive(self._state().get("karpenter_pid"))
+
+    # ---- down ----------------------------------------------------------------------------
+    def down(self) -> None:
+        """Stop everything of this cluster; safe to call twice and after a crash."""
+        if not self.run_dir.exists():
+            log.warning("no local cluster %r to take down", self.name)
+            return
+        self.stop_karpenter()
+        self._keep_component_logs()
+        if self._kwokctl_cluster_dir().exists() and build.find("kwokctl").path.exists():
+            proc = self._kwokctl("delete", "cluster", "--kubeconfig", str(self.kubeconfig),
+                                 timeout=120)
+            if proc.returncode != 0:
+                log.warning("kwokctl delete failed (%s); killing the processes directly",
+                            _tail(proc.stderr, 3))
+        # Whatever kwokctl missed (a crash mid-create): anything still running from our run dir.
+        for pid in process.pids_using(str(self.run_dir)):
+            process.terminate(pid)
+        leftovers = process.pids_using(str(self.run_dir))
+        if leftovers:
+            raise ClusterError(f"processes of {self.name!r} survived down: {leftovers}")
+        for item in self.run_dir.iterdir():
+            if item != self.logs_dir:
+                shutil.rmtree(item) if item.is_dir() else item.unlink()
+        log.warning("local cluster %r is down; logs kept in %s", self.name, self.logs_dir)
+
+    def _keep_component_logs(self) -> None:
+        src = self._kwokctl_cluster_dir() / "logs"
+        if src.is_dir():
+            self.logs_dir.mkdir(parents=True, exist_ok=True)
+            for f in src.glob("*.log"):
+                shutil.copy2(f, self.logs_dir / f.name)
+
+    def _log_tails(self, names: list[str], lines: int = 15) -> str:
+        logs = self.logs()
+        return "\n".join(f"--- {n} ---\n{_tail_file(logs[n], lines)}" for n in names if n in logs)
+
+
+def _tail(text: str, lines: int) -> str:
+    return "\n".join((text or "").strip().splitlines()[-lines:])
+
+
+def _tail_file(path: Path, lines: int) -> str:
+    try:
+        return _tail(path.read_text(errors="replace"), lines)
+    except OSError:
+        return f"(no log at {path})"

@@ -1,0 +1,101 @@
+"""Local processes and ports: who is listening, is a pid ours and alive, stop it for good."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def listening_ports() -> dict[int, int]:
+    """Listening TCP port -> socket inode, read from /proc/net/tcp{,6}."""
+    ports: dict[int, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if cols[3] == "0A":  # TCP_LISTEN
+                ports[int(cols[1].rsplit(":", 1)[1], 16)] = int(cols[9])
+    return ports
+
+
+def port_owner(port: int) -> str:
+    """'pid 123 (kube-apiserver)' for a listening port, or '' when it cannot be told."""
+    inode = listening_ports().get(port)
+    if inode is None:
+        return ""
+    target = f"socket:[{inode}]"
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return f"pid {pid} ({Path(f'/proc/{pid}/comm').read_text().strip()})"
+        except OSError:
+            continue
+    return ""
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return ""
+
+
+def pids_using(marker: str) -> list[int]:
+    """Live processes whose command line mentions ``marker`` (a run directory)."""
+    me = os.getpid()
+    return [int(p) for p in filter(str.isdigit, os.listdir("/proc"))
+            if int(p) != me and alive(int(p)) and marker in cmdline(int(p))]
+
+
+def terminate(pid: int, grace: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; returns once the pid is gone."""
+    if not alive(pid):
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:  # reap it if it is our child, so it does not linger as a zombie
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            if not alive(pid):
+                return
+            time.sleep(0.1)
+    raise RuntimeError(f"pid {pid} ({cmdline(pid)[:80]}) survived SIGKILL")

@@ -1,0 +1,23 @@
+"""Every version local mode builds, pinned in one place.
+
+Kubernetes 1.36 is inside Karpenter's tested range (1.30-1.36) and matches the k8s
+libraries Karpenter v1.15 and kwok v0.8 are built with. Karpenter ships two versions:
+the newest release and the previous minor, which the upgrade gate moves between.
+"""
+
+KUBERNETES = "v1.36.3"
+ETCD = "v3.6.16"
+KWOK = "v0.8.0"
+KARPENTER_VERSIONS = ("v1.15.0", "v1.14.3")  # newest release, previous minor
+KARPENTER = KARPENTER_VERSIONS[0]
+
+# Karpenter v1.15.0 / v1.14.3 declare go >= 1.26.9 / 1.26.10; machines here have 1.26.8.
+# The go command fetches this toolchain from the module proxy (one ~76 MB download).
+GO_TOOLCHAIN = "go1.27.3"
+# Oldest go command that can switch toolchains by itself (GOTOOLCHAIN, Go 1.21).
+MIN_GO = (1, 21)
+
+
+def staging_version(kube_version: str = KUBERNETES) -> str:
+    """k8s.io/kubernetes v1.X.Y pairs with the staging modules at v0.X.Y."""
+    return "v0" + kube_version[2:]

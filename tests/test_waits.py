@@ -1,0 +1,66 @@
+"""The waiting primitive: deadlines are wall-clock, failures say expected vs observed."""
+
+import time
+
+import pytest
+
+from fixtures.waits import (ConsistencyViolated, Observation, StopWaiting, WaitTimeout,
+                            consistently, eventually)
+
+
+def test_eventually_returns_the_matched_value():
+    calls = iter([Observation(False, "1 Running"), Observation(True, "5 Running", value=[1, 2])])
+    assert eventually(lambda: next(calls), what="5 pods", timeout=5, poll=0.01) == [1, 2]
+
+
+def test_eventually_times_out_with_expected_seen_and_diagnosis():
+    started = time.monotonic()
+    with pytest.raises(WaitTimeout) as err:
+        eventually(lambda: Observation(False, "3 Running, 2 Pending"), what="5 Running pods",
+                   timeout=0.3, poll=0.05, diagnose=lambda: "Karpenter is not running")
+    assert time.monotonic() - started < 2
+    msg = str(err.value)
+    assert "expected 5 Running pods" in msg and "3 Running, 2 Pending" in msg
+    assert "diagnosis: Karpenter is not running" in msg
+
+
+def test_transient_errors_are_retried_and_reported():
+    state = {"n": 0}
+
+    def flaky():
+        state["n"] += 1
+        if state["n"] < 3:
+            raise ConnectionError("connection refused")
+        return Observation(True, "ok", "done")
+
+    assert eventually(flaky, what="api", timeout=5, poll=0.01) == "done"
+    with pytest.raises(WaitTimeout, match="ConnectionError: refused"):
+        eventually(lambda: (_ for _ in ()).throw(ConnectionError("refused")), what="api",
+                   timeout=0.2, poll=0.05)
+
+
+def test_stop_waiting_ends_the_wait_at_once():
+    started = time.monotonic()
+    with pytest.raises(StopWaiting):
+        eventually(lambda: (_ for _ in ()).throw(StopWaiting("process exited")), what="x",
+                   timeout=30)
+    assert time.monotonic() - started < 1
+
+
+def test_a_broken_diagnosis_does_not_hide_the_timeout():
+    with pytest.raises(WaitTimeout, match="diagnosis failed: RuntimeError"):
+        eventually(lambda: Observation(False, "x"), what="y", timeout=0.1, poll=0.05,
+                   diagnose=lambda: (_ for _ in ()).throw(RuntimeError("boom")))
+
+
+def test_consistently_holds_for_the_duration():
+    started = time.monotonic()
+    assert consistently(lambda: Observation(True, "2 Pending", 2), what="pending", duration=0.3,
+                        poll=0.05) == 2
+    assert time.monotonic() - started >= 0.3
+
+
+def test_consistently_fails_on_the_first_violation():
+    seq = iter([Observation(True, "ok"), Observation(False, "a node appeared")])
+    with pytest.raises(ConsistencyViolated, match="a node appeared"):
+        consistently(lambda: next(seq), what="no nodes", duration=5, poll=0.01)
