@@ -264,13 +264,15 @@ class LocalCluster:
                "DISABLE_LEADER_ELECTION": "true",
                "METRICS_PORT": str(metrics),
                "HEALTH_PROBE_PORT": str(health),
-               "INSTANCE_TYPES_FILE_PATH": str(self.catalogue_file),
                "SYSTEM_NAMESPACE": "kube-system",
                "LOG_LEVEL": os.environ.get("KARPENTER_LOG_LEVEL", "info")}
         with open(log_path, "a") as out:
             out.write(f"--- karpenter-kwok {version} starting {time.strftime('%H:%M:%S')} ---\n")
             out.flush()
-            proc = subprocess.Popen([str(binary)], env=env, stdout=out, stderr=subprocess.STDOUT,
+            # The catalogue as a flag, not INSTANCE_TYPES_FILE_PATH: the run directory in the
+            # command line is how down() finds this process even if state.json is lost.
+            proc = subprocess.Popen([str(binary), "--instance-types-file-path",
+                                     str(self.catalogue_file)], env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=self.run_dir,
                                     start_new_session=True)  # Ctrl-C goes to us; down() stops it
         self._save_state(karpenter_pid=proc.pid, karpenter_version=version,
@@ -316,8 +318,9 @@ class LocalCluster:
     # ---- down ----------------------------------------------------------------------------
     def down(self) -> None:
         """Stop everything of this cluster; safe to call twice and after a crash."""
-        if not self.run_dir.exists():
-            log.warning("no local cluster %r to take down", self.name)
+        if not self._kwokctl_cluster_dir().exists() and not self._component_pids() \
+                and not process.pids_using(str(self.run_dir)):
+            log.warning("no local cluster %r is running; nothing to take down", self.name)
             return
         self.stop_karpenter()
         self._keep_component_logs()
