@@ -281,7 +281,8 @@ class LocalCluster:
         def ready() -> Observation:
             if proc.poll() is not None:
                 raise StopWaiting(f"Karpenter {version} exited with code {proc.returncode} "
-                                   f"at start; last lines of {log_path}:\n{_tail_file(log_path, 30)}")
+                                   f"at start: {_first_failure(log_path)}\n"
+                                   f"last lines of {log_path}:\n{_tail_file(log_path, 15)}")
             ok = self._karpenter_ready()
             return Observation(ok, "/readyz ok" if ok else f"/readyz on :{health} not ok yet")
 
@@ -322,6 +323,8 @@ class LocalCluster:
                 and not process.pids_using(str(self.run_dir)):
             log.warning("no local cluster %r is running; nothing to take down", self.name)
             return
+        ours = set(self._component_pids().values()) | set(process.pids_using(str(self.run_dir)))
+        ports = process.ports_of(sorted(ours))
         self.stop_karpenter()
         self._keep_component_logs()
         if self._kwokctl_cluster_dir().exists() and build.find("kwokctl").path.exists():
@@ -333,9 +336,20 @@ class LocalCluster:
         # Whatever kwokctl missed (a crash mid-create): anything still running from our run dir.
         for pid in process.pids_using(str(self.run_dir)):
             process.terminate(pid)
-        leftovers = process.pids_using(str(self.run_dir))
-        if leftovers:
-            raise ClusterError(f"processes of {self.name!r} survived down: {leftovers}")
+        for pid in ours:
+            process.terminate(pid)
+
+        def released() -> Observation:
+            # An exiting process can hold its listening socket a moment after it is gone.
+            left = process.pids_using(str(self.run_dir))
+            busy = sorted(ports & set(process.listening_ports()))
+            return Observation(not left and not busy, f"processes {left}, listening ports {busy}")
+
+        try:
+            eventually(released, what=f"every process and port of {self.name!r} to be released",
+                       timeout=30, poll=0.1)
+        except WaitTimeout as exc:
+            raise ClusterError(f"down left things behind: {exc.seen}") from None
         for item in self.run_dir.iterdir():
             if item != self.logs_dir:
                 shutil.rmtree(item) if item.is_dir() else item.unlink()
@@ -355,6 +369,17 @@ class LocalCluster:
 
 def _tail(text: str, lines: int) -> str:
     return "\n".join((text or "").strip().splitlines()[-lines:])
+
+
+def _first_failure(path: Path) -> str:
+    """The line that says why a Go process died: its panic or first error, not the stack."""
+    try:
+        for line in path.read_text(errors="replace").splitlines():
+            if line.startswith(("panic:", "fatal error:")) or '"level":"ERROR"' in line:
+                return line.strip()[:400]
+    except OSError:
+        pass
+    return "(no panic or error line in its log)"
 
 
 def _tail_file(path: Path, lines: int) -> str:

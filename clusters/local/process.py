@@ -56,6 +56,27 @@ def port_owner(port: int) -> str:
     return ""
 
 
+def ports_of(pids: list[int]) -> set[int]:
+    """The TCP ports these processes listen on."""
+    by_inode = {inode: port for port, inode in listening_ports().items()}
+    ports = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                port = by_inode.get(int(link[8:-1]))
+                if port:
+                    ports.add(port)
+    return ports
+
+
 def alive(pid: int | None) -> bool:
     if not pid:
         return False

@@ -1,0 +1,121 @@
+"""Local mode's lifecycle against real processes: faults give clear errors, nothing stays behind.
+
+These start real clusters (a few seconds each with cached binaries; the first run builds
+the binaries). Each uses its own cluster name, so they never touch the suites' cluster.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusters.errors import ClusterError
+from clusters.local import process
+from clusters.local.cluster import LocalCluster
+from fixtures.waits import Observation, eventually
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def assert_nothing_left(cluster: LocalCluster, ports: list[int]) -> None:
+    assert process.pids_using(str(cluster.run_dir)) == []
+    listening = process.listening_ports()
+    assert [p for p in ports if p in listening] == []
+    assert not cluster.status().components
+
+
+def ports_of(cluster: LocalCluster) -> list[int]:
+    state = cluster._state()
+    return [p for p in (state.get("apiserver_port"), state.get("karpenter_health_port"),
+                        state.get("karpenter_metrics_port")) if p]
+
+
+@pytest.fixture
+def make_cluster():
+    made: list[LocalCluster] = []
+
+    def make(name: str, **kwargs) -> LocalCluster:
+        c = LocalCluster(f"lc-{name}-{os.getpid()}", **kwargs)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.down()
+
+
+def test_up_down_and_down_again(make_cluster, caplog):
+    c = make_cluster("updown")
+    info = c.up()
+    assert c.status().running and info.kubeconfig.exists()
+    assert "karpenter" in c.status().components
+    ports = ports_of(c)
+    c.down()
+    assert_nothing_left(c, ports)
+    assert (c.logs_dir / "karpenter.log").exists()  # logs survive for a post-mortem
+    caplog.clear()
+    c.down()  # twice: a no-op that says so
+    assert "nothing to take down" in caplog.text
+
+
+def test_port_already_in_use_is_named_with_its_owner(make_cluster):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        c = make_cluster("port", apiserver_port=port)
+        with pytest.raises(ClusterError, match=rf"port {port} .* in use by pid {os.getpid()}"):
+            c.up()
+    assert_nothing_left(c, [])
+
+
+def test_a_cluster_left_by_a_crashed_run_is_reused_or_cleaned(make_cluster):
+    first = make_cluster("crash")
+    first.up()
+    pids = first._component_pids()
+    # A new run finds it: reuse keeps the very same processes...
+    again = LocalCluster(first.name)
+    again.up(reuse=True)
+    assert again._component_pids() == pids
+    # ...and without reuse, it is cleaned and started afresh.
+    os.kill(pids["karpenter"], signal.SIGKILL)  # half-dead, as after a crash
+    fresh = LocalCluster(first.name)
+    assert not fresh.status().running
+    fresh.up(reuse=True)  # unhealthy: never reused
+    assert fresh.status().running
+    assert set(fresh._component_pids().values()).isdisjoint(pids.values())
+
+
+def test_karpenter_exiting_at_start_shows_its_log_tail(make_cluster, monkeypatch):
+    monkeypatch.setenv("KARPENTER_LOG_LEVEL", "shouting")  # Karpenter rejects it and exits
+    c = make_cluster("kexit")
+    with pytest.raises(ClusterError) as err:
+        c.up()
+    assert "exited with code" in str(err.value)
+    # Karpenter's own reason, picked out of its log above the stack trace.
+    assert 'panic: validating cli flags / env vars, invalid LOG_LEVEL "shouting"' in str(err.value)
+    assert_nothing_left(c, [])
+
+
+def test_ctrl_c_during_up_leaves_nothing_behind(tmp_path):
+    name = f"lc-int-{os.getpid()}"
+    c = LocalCluster(name)
+    proc = subprocess.Popen([sys.executable, "-m", "clusters", "up", "--cluster-name", name],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        # Interrupt once the control plane processes exist, before Karpenter is ready.
+        eventually(lambda: Observation(bool(c._component_pids()), str(c._component_pids())),
+                   what="control plane processes to start", timeout=60, poll=0.1)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    assert "interrupted" in out
+    assert_nothing_left(c, [])
