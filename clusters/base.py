@@ -19,6 +19,7 @@ class ClusterInfo:
     nodeclass_group: str = "karpenter.kwok.sh"
     nodeclass_kind: str = "KWOKNodeClass"
     nodeclass_version: str = "v1alpha1"
+    zones: tuple[str, ...] = ()  # zones Karpenter can launch into
     karpenter_log: Path | None = None  # where Karpenter's log can be read, when it is a file
     catalogue: Path | None = None  # the instance-types file Karpenter reads (local, kind)
 
@@ -40,6 +41,12 @@ class Cluster(Protocol):
     def status(self) -> Status: ...
 
     def logs(self) -> dict[str, Path]: ...
+
+    def render_nodeclass(self, name: str, labels: dict[str, str]) -> dict: ...
+
+    def reap_orphan_nodes(self, selector: str) -> list[str]: ...
+
+    def karpenter_running(self) -> bool: ...
 
     # Karpenter's lifecycle, for negative checks and the upgrade gate.
     def stop_karpenter(self) -> None: ...

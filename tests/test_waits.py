@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from fixtures.waits import (ConsistencyViolated, Observation, StopWaiting, WaitTimeout,
+from fixtures.waits import (ConsistencyViolated, Observation, StopWaiting, WaitAborted,
+                            WaitTimeout,
                             consistently, eventually)
 
 
@@ -39,12 +40,16 @@ def test_transient_errors_are_retried_and_reported():
                    timeout=0.2, poll=0.05)
 
 
-def test_stop_waiting_ends_the_wait_at_once():
+def test_stop_waiting_ends_the_wait_at_once_with_the_reason():
     started = time.monotonic()
-    with pytest.raises(StopWaiting):
-        eventually(lambda: (_ for _ in ()).throw(StopWaiting("process exited")), what="x",
-                   timeout=30)
+    with pytest.raises(WaitAborted) as err:
+        eventually(lambda: (_ for _ in ()).throw(StopWaiting("Karpenter is not running")),
+                   what="5 Running pods", timeout=30, diagnose=lambda: "verdict")
     assert time.monotonic() - started < 1
+    assert str(err.value).startswith("gave up after 0s: expected 5 Running pods; "
+                                     "because: Karpenter is not running")
+    assert "diagnosis: verdict" in str(err.value)
+    assert isinstance(err.value, AssertionError)  # a test failure, not an error
 
 
 def test_a_broken_diagnosis_does_not_hide_the_timeout():

@@ -24,8 +24,8 @@ import yaml
 from clusters.base import ClusterInfo, Status
 from clusters.errors import ClusterError
 from clusters.local import build, catalogue, process, versions
-from clusters.local.catalogue_table import EC2Type
-from fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitTimeout, eventually
+from clusters.local.catalogue_table import ZONES, EC2Type
+from fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, WaitTimeout, eventually
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,19 @@ class LocalCluster:
         return {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
                 "metadata": {"name": name, "labels": dict(labels)}}
 
+    def reap_orphan_nodes(self, selector: str) -> list[str]:
+        """Delete nodes matching ``selector`` that no NodeClaim owns. Locally a node *is*
+        the instance, so this is what the cloud's instance garbage collection would do."""
+        out = self.kubectl("get", "nodes,nodeclaims", "-l", selector, "-o",
+                           "jsonpath={range .items[*]}{.kind} {.metadata.name} "
+                           "{.status.nodeName}{'\\n'}{end}")
+        rows = [line.split() for line in out.splitlines() if line.strip()]
+        owned = {r[2] for r in rows if r[0] == "NodeClaim" and len(r) > 2}
+        orphans = [r[1] for r in rows if r[0] == "Node" and r[1] not in owned]
+        for name in orphans:
+            self.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false")
+        return orphans
+
     def _kwokctl_cluster_dir(self) -> Path:
         return self.kwok_workdir / "clusters" / self.name
 
@@ -132,6 +145,7 @@ class LocalCluster:
             versions={"kubernetes": versions.KUBERNETES,
                       "karpenter": state.get("karpenter_version", self.karpenter_version),
                       "kwok": versions.KWOK, "etcd": versions.ETCD},
+            zones=ZONES,
             karpenter_log=self.logs_dir / "karpenter.log",
             catalogue=self.catalogue_file,
         )
@@ -290,8 +304,8 @@ class LocalCluster:
             eventually(ready, what=f"Karpenter {version} /readyz to answer ok",
                        timeout=TIMEOUTS.api, poll=0.5,
                        diagnose=lambda: "Karpenter log tail:\n" + _tail_file(log_path, 30))
-        except StopWaiting as exc:
-            raise ClusterError(str(exc)) from None
+        except WaitAborted as exc:
+            raise ClusterError(exc.seen) from None
         except WaitTimeout:
             process.terminate(proc.pid)
             raise
