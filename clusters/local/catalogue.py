@@ -95,3 +95,25 @@ def without(spec: str) -> Callable[[EC2Type], bool]:
                          f"{', '.join(k + '=VALUE' for k in fields)}")
     values = set(value.split(","))
     return lambda t: fields[key](t) in values
+
+
+def cheapest_family(types: Iterable[EC2Type], requirements: list[dict], min_vcpu: int = 2) -> list[str]:
+    """Every type of the family with the cheapest offering that satisfies ``requirements``
+    (sizes of at least ``min_vcpu``): what Karpenter would launch first for that pool."""
+    from fixtures.requirements import satisfies  # shared node-selector semantics
+
+    best: tuple[float, str] | None = None
+    for t in types:
+        if t.vcpu < min_vcpu:
+            continue
+        for off in instance_type(t)["offerings"]:
+            labels = {r["key"]: r["values"][0] for r in off["Requirements"]}
+            labels |= {"kubernetes.io/arch": t.arch, "kubernetes.io/os": "linux",
+                       "node.kubernetes.io/instance-type": t.name}
+            if all(satisfies(labels, r) for r in requirements):
+                family = t.name.split(".")[0]
+                if best is None or off["Price"] / t.vcpu < best[0]:
+                    best = (off["Price"] / t.vcpu, family)
+    if best is None:
+        return []
+    return [t.name for t in types if t.name.split(".")[0] == best[1]]

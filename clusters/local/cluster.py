@@ -82,6 +82,10 @@ class LocalCluster:
         return {"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
                 "metadata": {"name": name, "labels": dict(labels)}}
 
+    def cheapest_family(self, requirements: list[dict]) -> list[str]:
+        """Types of the cheapest family fitting ``requirements`` in this cluster's catalogue."""
+        return catalogue.cheapest_family(catalogue.select(self.catalogue_exclude), requirements)
+
     def reap_orphan_nodes(self, selector: str) -> list[str]:
         """Delete nodes matching ``selector`` that no NodeClaim owns. Locally a node *is*
         the instance, so this is what the cloud's instance garbage collection would do."""

@@ -1,0 +1,107 @@
+"""Drift and expiration (workshop 003, seed 004): Karpenter replaces nodes that no longer match."""
+
+import time
+
+import allure
+import pytest
+
+from fixtures.expect import condition
+from fixtures.timings import timestamp
+
+DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
+
+
+def nodeclass_of(claim: dict) -> str:
+    return claim["spec"]["nodeClassRef"]["name"]
+
+
+@allure.feature("drift")
+@pytest.mark.scenario("drift")
+def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_factory, expect,
+                                                 timings):
+    """NodeClasses oldnode/newnode; 5 pods on oldnode; nodeClassRef -> newnode: nodes replaced."""
+    with allure.step("given NodeClasses oldnode and newnode, and 5 pods on an oldnode pool"):
+        old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
+        pool = nodepool_factory("default", nodeclass=old)
+        inflate = inflate_factory(replicas=5, node_selector=pool.template_labels)
+        expect.eventually_pods_running(inflate, 5)
+        old_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        old_nodes = {c["status"]["nodeName"] for c in expect.nodeclaims(pool)}
+
+    with allure.step("point the pool's nodeClassRef at newnode"):
+        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        patched = time.time()
+
+    with allure.step("expect the old NodeClaims to be marked Drifted"):
+        drifted = expect.eventually_drifted(pool, old_claims)
+        drifted_at = max(timestamp(condition(c, "Drifted")["lastTransitionTime"])
+                         for c in drifted if c["metadata"]["name"] in old_claims)
+
+    with allure.step("expect them replaced by nodes of newnode, with all 5 pods Running"):
+        expect.watch_nodes_gone(old_nodes, what=f"drifted nodes {sorted(old_nodes)} to be replaced")
+        pods = expect.eventually_pods_running(inflate, 5)
+        claims = expect.nodeclaims(pool)
+        assert {nodeclass_of(c) for c in claims} == {new}, \
+            f"NodeClaims after drift use NodeClasses {[nodeclass_of(c) for c in claims]}"
+        assert set(expect.pods_on(pods)).isdisjoint(old_nodes)
+    timings.record(patch_to_drifted_s=round(drifted_at - patched, 1),
+                   patch_to_replaced_s=round(time.time() - patched, 1))
+
+
+@allure.feature("drift")
+@pytest.mark.scenario("drift-blocked")
+def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inflate_factory,
+                                                            expect, timings):
+    """As drift, but pods say karpenter.sh/do-not-disrupt: drifted, kept, replaced once lifted."""
+    with allure.step("given 2 do-not-disrupt pods on an oldnode pool"):
+        old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
+        pool = nodepool_factory("default", nodeclass=old)
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels,
+                                  annotations=DO_NOT_DISRUPT)
+        pods = expect.eventually_pods_running(inflate, 2)
+        old_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        old_nodes = set(expect.pods_on(pods))
+
+    with allure.step("point the pool's nodeClassRef at newnode"):
+        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        expect.eventually_drifted(pool, old_claims)
+
+    with allure.step("expect the drifted nodes to stay while the annotation stands (45s)"):
+        # 45s spans four of Karpenter's 10s disruption polls.
+        expect.consistently_nodes_present(old_nodes, duration=45)
+
+    with allure.step("remove the annotation from the pods"):
+        for pod in pods:
+            inflate.annotate_pod(pod.metadata.name, {"karpenter.sh/do-not-disrupt": None})
+        lifted = time.time()
+
+    with allure.step("expect the nodes replaced and the pods Running again"):
+        expect.watch_nodes_gone(old_nodes, what=f"drifted nodes {sorted(old_nodes)} to be replaced")
+        expect.eventually_pods_running(inflate, 2)
+    timings.record(lifted_to_replaced_s=round(time.time() - lifted, 1))
+
+
+@allure.feature("drift")
+@pytest.mark.scenario("expiration")
+def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, timings):
+    """expireAfter 60s: nodes are replaced once they expire; the pods end Running."""
+    expire_after = 60
+    with allure.step("given a pool whose nodes expire after 60s, and inflate at 2"):
+        pool = nodepool_factory("default", spec={"template": {"spec": {
+            "expireAfter": f"{expire_after}s"}}})
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
+        pods = expect.eventually_pods_running(inflate, 2)
+        claims = expect.nodeclaims(pool)
+        born = min(timestamp(c["metadata"]["creationTimestamp"]) for c in claims)
+        first_nodes = set(expect.pods_on(pods))
+
+    with allure.step("expect the first nodes gone once expired, not before"):
+        gone = expect.watch_nodes_gone(first_nodes, timeout=expire_after + 120,
+                                       what=f"expired nodes {sorted(first_nodes)} to be replaced")
+        assert gone - born >= expire_after - 1, \
+            f"nodes went {gone - born:.0f}s after creation, before expireAfter={expire_after}s"
+
+    with allure.step("expect the pods Running on new nodes"):
+        pods = expect.eventually_pods_running(inflate, 2)
+        assert set(expect.pods_on(pods)).isdisjoint(first_nodes)
+    timings.record(created_to_expired_s=round(gone - born, 1), expire_after_s=expire_after)

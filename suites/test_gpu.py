@@ -1,0 +1,62 @@
+"""GPU placement (seed 000 §1 and summary 3): GPU pods on GPU nodes only, and why they wait."""
+
+import allure
+import pytest
+
+from fixtures.expect import INSTANCE_TYPE
+
+GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def is_gpu_node(node) -> bool:
+    return int(node.status.allocatable.get("nvidia.com/gpu", "0")) > 0
+
+
+@allure.feature("gpu")
+@pytest.mark.scenario("gpu-placement")
+def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate_factory, expect,
+                                                       timings):
+    """A tainted GPU pool beside a CPU pool: GPU pods on GPU nodes, CPU pods on CPU nodes."""
+    with allure.step("given a GPU pool (g4dn/g5, tainted nvidia.com/gpu) and the default pool"):
+        gpu_pool = nodepool_factory("gpu")
+        nodepool_factory("default")
+        gpu = inflate_factory("gpu-app", replicas=0, node_selector={}, gpus=1,
+                              tolerations=GPU_TOLERATION)
+        cpu = inflate_factory("cpu-app", replicas=0, node_selector={})
+
+    with allure.step("scale both workloads to 2"):
+        gpu.scale(2)
+        cpu.scale(2)
+        gpu_nodes = expect.node_of_each_pod(expect.eventually_pods_running(gpu, 2))
+        cpu_nodes = expect.node_of_each_pod(expect.eventually_pods_running(cpu, 2))
+
+    with allure.step("expect GPU pods on GPU nodes of the GPU pool only"):
+        assert all(is_gpu_node(n) and n.metadata.labels.get(GPU_COUNT) for n in gpu_nodes), \
+            [n.metadata.labels[INSTANCE_TYPE] for n in gpu_nodes]
+        expect.expect_nodes_satisfy(gpu_pool, gpu_nodes)
+
+    with allure.step("expect CPU pods never on a GPU node"):
+        assert not any(is_gpu_node(n) for n in cpu_nodes), \
+            [n.metadata.labels[INSTANCE_TYPE] for n in cpu_nodes]
+    timings.notes["gpu_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in gpu_nodes))
+
+
+@allure.feature("gpu")
+@pytest.mark.scenario("gpu-no-toleration")
+def test_gpu_pod_without_toleration_stays_pending_and_says_why(nodepool_factory, inflate_factory,
+                                                               expect, diagnose, timings):
+    """A GPU pod without the nvidia.com/gpu toleration stays Pending; the verdict names the taint."""
+    with allure.step("given only the tainted GPU pool"):
+        nodepool_factory("gpu")
+        gpu = inflate_factory("gpu-app", replicas=0, node_selector={}, gpus=1)
+
+    with allure.step("scale the GPU workload to 1"):
+        gpu.scale(1)
+
+    with allure.step("expect it Pending for 20s, no node launched, and the taint named"):
+        expect.eventually_karpenter_says(r"did not tolerate taint", namespace=gpu.namespace)
+        expect.consistently_pods_pending(gpu, 1, duration=20)
+        verdict = diagnose()
+        assert verdict.startswith("untolerated taint") and "nvidia.com/gpu" in verdict, verdict
+    timings.notes["verdict"] = verdict[:200]

@@ -1,0 +1,131 @@
+"""Placement (workshop 003, seeds 000/004): pods land on the pool, zone, arch and types they ask for."""
+
+import allure
+import pytest
+
+from fixtures.expect import INSTANCE_TYPE
+
+ARCH = "kubernetes.io/arch"
+ZONE = "topology.kubernetes.io/zone"
+CATEGORY = "karpenter.k8s.aws/instance-category"
+NODEPOOL = "karpenter.sh/nodepool"
+
+
+def labels_of(nodes, key: str) -> list[str]:
+    return sorted(n.metadata.labels.get(key, "<unset>") for n in nodes)
+
+
+@allure.feature("placement")
+@pytest.mark.scenario("weighting")
+def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, timings):
+    """Weight-2 pool limited to the t family beside the default pool: new nodes are all t."""
+    with allure.step("given the default pool and the workshop weight-nodepool (weight 2, t family)"):
+        nodepool_factory("default")
+        weighted = nodepool_factory("weight")
+        # The workshop's weight-workload selects no pool: only this test's nodes.
+        inflate = inflate_factory(replicas=0, node_selector={}, memory="1Gi")
+
+    with allure.step("scale inflate to 8"):
+        inflate.scale(8)
+        pods = expect.eventually_pods_running(inflate, 8)
+
+    with allure.step("expect every node from the weighted pool, all of category t"):
+        nodes = list(expect.pods_on(pods).values())
+        assert labels_of(nodes, NODEPOOL) == [weighted.name] * len(nodes)
+        assert labels_of(nodes, CATEGORY) == ["t"] * len(nodes)
+        expect.expect_nodes_satisfy(weighted, nodes)
+    timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
+
+
+@allure.feature("placement")
+@pytest.mark.scenario("graviton")
+def test_arm64_pods_run_on_graviton_nodes(nodepool_factory, inflate_factory, expect, timings):
+    """A pool allowing amd64 and arm64; pods selecting arm64 run only on arm64 nodes."""
+    with allure.step("given the workshop Graviton pool (amd64 + arm64)"):
+        pool = nodepool_factory("graviton")
+        inflate = inflate_factory(replicas=0, memory="256M",
+                                  node_selector={**pool.template_labels, ARCH: "arm64"})
+
+    with allure.step("scale inflate to 2"):
+        inflate.scale(2)
+        pods = expect.eventually_pods_running(inflate, 2)
+
+    with allure.step("expect the pods on arm64 nodes Karpenter launched for the pool"):
+        nodes = expect.node_of_each_pod(pods)
+        assert labels_of(nodes, ARCH) == ["arm64"] * len(nodes)
+        expect.expect_nodes_launched_by_karpenter(pool, nodes)
+        expect.expect_nodes_satisfy(pool, nodes)
+    timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
+
+
+@allure.feature("placement")
+@pytest.mark.scenario("zone-pinning")
+def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_factory, expect,
+                                                      cluster):
+    """A pool requiring one zone: every node it launches is in that zone."""
+    zone = cluster.info.zones[-1]
+    with allure.step(f"given the default pool, restricted to zone {zone}"):
+        spec = nodepool_factory.spec("default")
+        spec["spec"]["template"]["spec"]["requirements"].append(
+            {"key": ZONE, "operator": "In", "values": [zone]})
+        pool = nodepool_factory(spec)
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+
+    with allure.step("scale inflate to 4"):
+        inflate.scale(4)
+        pods = expect.eventually_pods_running(inflate, 4)
+
+    with allure.step(f"expect every node in {zone}"):
+        nodes = list(expect.pods_on(pods).values())
+        assert labels_of(nodes, ZONE) == [zone] * len(nodes)
+
+
+@allure.feature("placement")
+@pytest.mark.scenario("instance-exclusion")
+def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, expect, cluster,
+                                           timings):
+    """instance-type NotIn [...] keeps the cheapest fits out: none of them is ever launched."""
+    with allure.step("given the default pool, excluding the types it would pick first"):
+        # What Karpenter picks for this pool without the exclusion (the provisioning scenario
+        # sees it): the cheapest family that fits, per the offerings Karpenter was given.
+        spec = nodepool_factory.spec("default")
+        excluded = cluster.backend.cheapest_family(spec["spec"]["template"]["spec"]["requirements"])
+        spec["spec"]["template"]["spec"]["requirements"].append(
+            {"key": INSTANCE_TYPE, "operator": "NotIn", "values": excluded})
+        pool = nodepool_factory(spec)
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+
+    with allure.step("scale inflate to 5"):
+        inflate.scale(5)
+        pods = expect.eventually_pods_running(inflate, 5)
+
+    with allure.step("expect none of the excluded types among the nodes"):
+        nodes = list(expect.pods_on(pods).values())
+        launched = labels_of(nodes, INSTANCE_TYPE)
+        assert not set(launched) & set(excluded), f"launched excluded types: {launched}"
+    timings.notes["excluded"] = ", ".join(excluded)
+    timings.notes["instance_types"] = ", ".join(launched)
+
+
+@allure.feature("placement")
+@pytest.mark.scenario("taints-affinity")
+def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, inflate_factory,
+                                                            expect):
+    """A tainted, labelled team pool beside the default pool: only the team's pods go there."""
+    with allure.step("given the default pool and a team pool tainted team=ml:NoSchedule"):
+        nodepool_factory("default")
+        team = nodepool_factory("team")
+        team_pods = inflate_factory("team-app", replicas=0, node_selector=team.template_labels,
+                                    tolerations=[{"key": "team", "operator": "Equal",
+                                                  "value": "ml", "effect": "NoSchedule"}])
+        other_pods = inflate_factory("other-app", replicas=0, node_selector={})
+
+    with allure.step("scale both workloads to 3"):
+        team_pods.scale(3)
+        other_pods.scale(3)
+        on_team = expect.node_of_each_pod(expect.eventually_pods_running(team_pods, 3))
+        elsewhere = expect.node_of_each_pod(expect.eventually_pods_running(other_pods, 3))
+
+    with allure.step("expect team pods only on the team pool, the others never there"):
+        assert labels_of(on_team, NODEPOOL) == [team.name] * 3
+        assert team.name not in labels_of(elsewhere, NODEPOOL)
