@@ -1,0 +1,67 @@
+"""The harness must fail when Karpenter misbehaves: within the deadline, saying why.
+
+Each check runs a real scenario in a child pytest against its own local cluster, with a
+fault: Karpenter stopped, or instance types missing from the catalogue Karpenter reads.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_scenario(test: str, *args: str, deadline: float) -> tuple[subprocess.CompletedProcess, float]:
+    name = f"neg-{re.sub(r'[^a-z0-9]+', '-', test.rsplit('::', 1)[-1].lower())[:20]}-{os.getpid()}"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", f"suites/{test}", "-p", "no:cacheprovider",
+                           "--cluster-name", name, "-o", "log_cli=false", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=deadline + 120)
+    return proc, time.monotonic() - started
+
+
+def test_provisioning_fails_fast_when_karpenter_is_stopped():
+    proc, took = run_scenario(
+        "test_provisioning.py::test_scale_up_provisions_nodes_that_satisfy_the_nodepool",
+        "--fault=karpenter-stopped", deadline=180)
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:]
+    assert "1 failed" in out
+    assert "because: Karpenter is not running" in out
+    assert "diagnosis: Karpenter is not running" in out
+    assert took < 180, f"took {took:.0f}s"
+
+
+def test_graviton_fails_with_no_instance_type_when_the_catalogue_has_no_arm64():
+    proc, took = run_scenario("test_placement.py::test_arm64_pods_run_on_graviton_nodes",
+                              "--catalogue-without=arch=arm64", "--timeouts=provision=45",
+                              deadline=45)
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:]
+    assert "timed out after 45s: expected 2 Running pods" in out
+    verdict = re.search(r"diagnosis: (.*)", out)
+    assert verdict and verdict.group(1).startswith("no instance type fits"), out[-3000:]
+
+
+def test_gpu_placement_fails_when_gpu_families_are_missing():
+    proc, took = run_scenario(
+        "test_gpu.py::test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never",
+        "--catalogue-without=family=g4dn,g5", "--timeouts=provision=45", deadline=45)
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:]
+    assert "expected 2 Running pods of" in out and "gpu-app" in out
+    verdict = re.search(r"diagnosis: (.*)", out)
+    assert verdict and verdict.group(1).startswith("no instance type fits"), out[-3000:]
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers():
+    yield
+    # Each child run takes its own cluster down; nothing of theirs may still run.
+    left = subprocess.run(["pgrep", "-f", "clusters/neg-"], capture_output=True, text=True).stdout
+    assert not left.strip(), f"processes left by a negative run: {left}"
