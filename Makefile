@@ -5,7 +5,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: e2e test setup build cluster-up cluster-down cluster-status
+ALLURE_VERSION ?= 3.18.0
+ALLURE := .tools/allure/node_modules/.bin/allure
+HISTORY ?=
+
+.PHONY: e2e test setup build report cluster-up cluster-down cluster-status
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +21,8 @@ setup: $(VENV)/.installed
 
 ## e2e: the main job: the scenario suites against a local cluster it brings up and down
 e2e: setup
-	$(PY) -m pytest suites -v -o log_cli=true --junitxml=reports/junit-e2e.xml $(PYTEST_ARGS)
+	$(PY) -m pytest suites -v -o log_cli=true --junitxml=reports/junit-e2e.xml \
+		--alluredir=reports/allure-results --clean-alluredir $(PYTEST_ARGS)
 
 ## test: the harness's own unit tests (what .ci/run runs)
 test: setup
@@ -26,6 +31,16 @@ test: setup
 ## build: compile every pinned binary into the per-user cache (e2e does this on demand)
 build: setup
 	$(PY) -m clusters build
+
+## report: offline HTML report from the last run's Allure results (Allure 3 from npm)
+$(ALLURE):
+	npm install --no-audit --no-fund --prefix .tools/allure allure@$(ALLURE_VERSION)
+
+report: $(ALLURE)
+	@test -d reports/allure-results || { echo "no reports/allure-results: run make e2e first"; exit 1; }
+	@if [ -n "$(HISTORY)" ]; then cp "$(HISTORY)" reports/history.jsonl; fi
+	cd reports && ../$(ALLURE) generate allure-results --config allurerc.mjs -o html
+	@echo "report: reports/html/index.html"
 
 cluster-up: setup
 	$(PY) -m clusters up --reuse

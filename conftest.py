@@ -1,3 +1,4 @@
-"""Root conftest: registers the harness's pytest plugin (options, cluster session, fixtures)."""
+"""Root conftest: registers the harness's pytest plugins (cluster session and fixtures;
+reporting: Allure labels, failure evidence, run summary)."""
 
-pytest_plugins = ["fixtures.plugin"]
+pytest_plugins = ["fixtures.reporting", "fixtures.plugin"]

@@ -1,0 +1,25 @@
+"""Session-level Allure files: environment.properties and categories.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# Failure categories a reader can filter on (Allure matches them in order).
+CATEGORIES = [
+    {"name": "Karpenter not running", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": "(?s).*Karpenter is not running.*"},
+    {"name": "Cluster fault (bring-up, API, CRDs)", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": "(?s).*(cluster is not usable|ClusterError|cluster API unreachable).*"},
+    {"name": "Timed out waiting for Karpenter", "matchedStatuses": ["failed"],
+     "messageRegex": "(?s).*(timed out after|gave up after).*"},
+    {"name": "Karpenter behaved differently (assertion)", "matchedStatuses": ["failed"]},
+    {"name": "Harness error", "matchedStatuses": ["broken"]},
+]
+
+
+def write(results_dir: Path, environment: dict[str, str]) -> None:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / "environment.properties").write_text(
+        "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in environment.items()))
+    (results_dir / "categories.json").write_text(json.dumps(CATEGORIES, indent=1))

@@ -1,0 +1,11 @@
+// Allure 3 configuration for `make report`. The history file carries trends between
+// nightly runs: keep it (or pass the previous one with HISTORY=...) and trends continue.
+export default {
+  name: "karpenter-e2e",
+  historyPath: "./history.jsonl",
+  plugins: {
+    awesome: {
+      options: { reportName: "karpenter-e2e", reportLanguage: "en", groupBy: ["epic", "feature", "story"] },
+    },
+  },
+};

@@ -1,0 +1,51 @@
+"""The run summary: per scenario, what it measured and what its nodes cost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# The columns a person scans first; every other measured value follows in "other".
+KEY_COLUMNS = [
+    ("pending_to_pods_running_s", "pending→running s"),
+    ("nodes_used", "nodes"),
+    ("node_hours", "node-hours"),
+    ("cost_usd", "cost $"),
+]
+
+
+def load(directory: Path) -> list[dict]:
+    rows = []
+    for f in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            rows.append(json.loads(f.read_text()))
+        except ValueError:
+            continue
+    return sorted(rows, key=lambda r: (r.get("scenario", ""), r.get("test", "")))
+
+
+def markdown(rows: list[dict], title: str = "Run summary") -> str:
+    if not rows:
+        return f"## {title}\n\n(no scenario recorded measurements)\n"
+    head = ["scenario", "outcome"] + [label for _, label in KEY_COLUMNS] + ["other measurements"]
+    lines = [f"## {title}", "", "| " + " | ".join(head) + " |",
+             "|" + "---|" * len(head)]
+    total = 0.0
+    for r in rows:
+        values = r.get("values", {})
+        key_names = {k for k, _ in KEY_COLUMNS}
+        other = ", ".join(f"{k}={v}" for k, v in values.items() if k not in key_names)
+        cells = [r.get("scenario", "?"), r.get("outcome", "?")]
+        cells += [_fmt(values.get(k)) for k, _ in KEY_COLUMNS]
+        cells.append(other or "")
+        lines.append("| " + " | ".join(cells) + " |")
+        total += values.get("cost_usd") or 0.0
+    lines += ["", f"Total simulated node cost: ${total:.4f} (catalogue price × node lifetime, "
+                  "from each node's creation to its deletion as watched)."]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "–"
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -1,0 +1,40 @@
+"""Report pieces: redaction, the run summary table, Allure session files."""
+
+import json
+
+from reports import allure_files, summary
+from reports.redact import redact
+
+
+def test_redaction_removes_tokens_keys_and_kubeconfig_secrets():
+    text = ("Authorization: Bearer eyJhbGciOiJSUzI1NiIsImtpZCI6Ij\n"
+            "client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQo=\n"
+            "token: abcdef0123456789\n"
+            "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY key AKIAIOSFODNN7EXAMPLE\n"
+            "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\n"
+            "NodePool default-abc launched c6a.large")
+    out = redact(text)
+    for secret in ("eyJhbGciOi", "LS0tLS1CRUdJ", "abcdef0123456789", "wJalrXUtnFEMI",
+                   "AKIAIOSFODNN7EXAMPLE", "MIIE"):
+        assert secret not in out
+    assert "NodePool default-abc launched c6a.large" in out
+
+
+def test_summary_table_has_latencies_cost_and_total(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({
+        "scenario": "provisioning", "outcome": "passed",
+        "values": {"pending_to_pods_running_s": 2.0, "nodes_used": 1, "node_hours": 0.004,
+                   "cost_usd": 0.00123, "pending_to_nodeclaim_created_s": 1.0}}))
+    (tmp_path / "b.json").write_text(json.dumps({
+        "scenario": "limits", "outcome": "failed", "values": {"cost_usd": 0.002}}))
+    text = summary.markdown(summary.load(tmp_path))
+    assert "| limits | failed |" in text
+    assert "| provisioning | passed | 2 | 1 | 0.004 | 0.00123 | pending_to_nodeclaim_created_s=1.0 |" in text
+    assert "Total simulated node cost: $0.0032" in text
+
+
+def test_allure_session_files(tmp_path):
+    allure_files.write(tmp_path, {"mode": "local", "karpenter": "v1.15.0"})
+    assert (tmp_path / "environment.properties").read_text() == "mode=local\nkarpenter=v1.15.0\n"
+    names = [c["name"] for c in json.loads((tmp_path / "categories.json").read_text())]
+    assert names[0] == "Karpenter not running"
