@@ -1,8 +1,10 @@
-"""Session-level Allure files: environment.properties and categories.json."""
+"""Session-level Allure files: environment.properties, categories.json, global attachments."""
 
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from pathlib import Path
 
 # Failure categories a reader can filter on (Allure matches them in order).
@@ -23,3 +25,16 @@ def write(results_dir: Path, environment: dict[str, str]) -> None:
     (results_dir / "environment.properties").write_text(
         "".join(f"{k}={str(v).replace(chr(10), ' ')}\n" for k, v in environment.items()))
     (results_dir / "categories.json").write_text(json.dumps(CATEGORIES, indent=1))
+
+
+def attach_globally(results_dir: Path, name: str, text: str, mime: str = "text/markdown",
+                    ext: str = "md") -> Path:
+    """A run-level attachment (Allure 3 shows it under "Global Attachments")."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    key = uuid.uuid4()
+    source = f"{key}-attachment.{ext}"
+    (results_dir / source).write_text(text)
+    globals_file = results_dir / f"{key}-globals.json"
+    globals_file.write_text(json.dumps({"attachments": [
+        {"name": name, "source": source, "type": mime, "timestamp": int(time.time() * 1000)}]}))
+    return globals_file

@@ -5,7 +5,7 @@ export default {
   historyPath: "./history.jsonl",
   plugins: {
     awesome: {
-      options: { reportName: "karpenter-e2e", reportLanguage: "en", groupBy: ["epic", "feature", "story"] },
+      options: { reportName: "karpenter-e2e", singleFile: true, reportLanguage: "en", groupBy: ["epic", "feature", "story"] },
     },
   },
 };

@@ -16,7 +16,6 @@ def split(expect, pods) -> Counter:
     return Counter(n.metadata.labels[CAPACITY_TYPE] for n in expect.node_of_each_pod(pods))
 
 
-@allure.feature("capacity")
 @pytest.mark.scenario("capacity-split")
 def test_on_demand_to_spot_split_is_one_to_four(nodepool_factory, inflate_factory, expect,
                                                 timings):
@@ -40,7 +39,6 @@ def test_on_demand_to_spot_split_is_one_to_four(nodepool_factory, inflate_factor
     timings.notes["split"] = f"5 -> {dict(five)}; 10 -> {dict(ten)}"
 
 
-@allure.feature("capacity")
 @pytest.mark.scenario("spot-training")
 def test_spot_only_training_job_completes_on_spot(nodepool_factory, inflate_factory, expect,
                                                   timings):

@@ -22,7 +22,6 @@ def last_pod_event(claims) -> float:
     return max((timestamp(c.get("status", {}).get("lastPodEventTime")) or 0.0) for c in claims)
 
 
-@allure.feature("consolidation")
 @pytest.mark.scenario("consolidation-empty")
 def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate_factory, expect,
                                                        timings):
@@ -60,7 +59,6 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
                    tolerance_s=TOLERANCE)
 
 
-@allure.feature("consolidation")
 @pytest.mark.scenario("consolidation-underutilized")
 def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, inflate_factory,
                                                           expect, timings):

@@ -15,7 +15,6 @@ def nodeclass_of(claim: dict) -> str:
     return claim["spec"]["nodeClassRef"]["name"]
 
 
-@allure.feature("drift")
 @pytest.mark.scenario("drift")
 def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_factory, expect,
                                                  timings):
@@ -48,7 +47,6 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
                    patch_to_replaced_s=round(time.time() - patched, 1))
 
 
-@allure.feature("drift")
 @pytest.mark.scenario("drift-blocked")
 def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inflate_factory,
                                                             expect, timings):
@@ -81,7 +79,6 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
     timings.record(lifted_to_replaced_s=round(time.time() - lifted, 1))
 
 
-@allure.feature("drift")
 @pytest.mark.scenario("expiration")
 def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, timings):
     """expireAfter 60s: nodes are replaced once they expire; the pods end Running."""

@@ -13,7 +13,6 @@ def is_gpu_node(node) -> bool:
     return int(node.status.allocatable.get("nvidia.com/gpu", "0")) > 0
 
 
-@allure.feature("gpu")
 @pytest.mark.scenario("gpu-placement")
 def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate_factory, expect,
                                                        timings):
@@ -42,7 +41,6 @@ def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate
     timings.notes["gpu_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in gpu_nodes))
 
 
-@allure.feature("gpu")
 @pytest.mark.scenario("gpu-no-toleration")
 def test_gpu_pod_without_toleration_stays_pending_and_says_why(nodepool_factory, inflate_factory,
                                                                expect, diagnose, timings):

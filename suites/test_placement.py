@@ -15,7 +15,6 @@ def labels_of(nodes, key: str) -> list[str]:
     return sorted(n.metadata.labels.get(key, "<unset>") for n in nodes)
 
 
-@allure.feature("placement")
 @pytest.mark.scenario("weighting")
 def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, timings):
     """Weight-2 pool limited to the t family beside the default pool: new nodes are all t."""
@@ -37,7 +36,6 @@ def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, 
     timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
 
 
-@allure.feature("placement")
 @pytest.mark.scenario("graviton")
 def test_arm64_pods_run_on_graviton_nodes(nodepool_factory, inflate_factory, expect, timings):
     """A pool allowing amd64 and arm64; pods selecting arm64 run only on arm64 nodes."""
@@ -58,7 +56,6 @@ def test_arm64_pods_run_on_graviton_nodes(nodepool_factory, inflate_factory, exp
     timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
 
 
-@allure.feature("placement")
 @pytest.mark.scenario("zone-pinning")
 def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_factory, expect,
                                                       cluster):
@@ -80,7 +77,6 @@ def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_f
         assert labels_of(nodes, ZONE) == [zone] * len(nodes)
 
 
-@allure.feature("placement")
 @pytest.mark.scenario("instance-exclusion")
 def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, expect, cluster,
                                            timings):
@@ -107,7 +103,6 @@ def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, ex
     timings.notes["instance_types"] = ", ".join(launched)
 
 
-@allure.feature("placement")
 @pytest.mark.scenario("taints-affinity")
 def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, inflate_factory,
                                                             expect):

@@ -11,7 +11,6 @@ from fixtures.waits import Observation
 AWS = "karpenter.k8s.aws"
 
 
-@allure.feature("provisioning")
 @pytest.mark.scenario("provisioning")
 def test_scale_up_provisions_nodes_that_satisfy_the_nodepool(
         nodepool_factory, inflate_factory, expect, timings):
@@ -46,7 +45,6 @@ def instance_cpu(nodes) -> int:
     return sum(int(n.metadata.labels[f"{AWS}/instance-cpu"]) for n in nodes)
 
 
-@allure.feature("provisioning")
 @pytest.mark.scenario("limits")
 def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory, expect, timings):
     """Workshop limits: cpu 10; 5 -> 12 replicas leaves pods Pending and the pool at <= 10 CPU."""
@@ -80,7 +78,6 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
     timings.notes["nodepool_status_cpu"] = str(status_cpu)
 
 
-@allure.feature("provisioning")
 @pytest.mark.scenario("rightsizing")
 def test_instance_sizes_fit_the_requests(nodepool_factory, inflate_factory, expect, timings):
     """Workshop rightsizing: 8 pods x 1 CPU / 1Gi land on nodes no more than one size too big."""

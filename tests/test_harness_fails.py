@@ -4,6 +4,7 @@ Each check runs a real scenario in a child pytest against its own local cluster,
 fault: Karpenter stopped, or instance types missing from the catalogue Karpenter reads.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -25,16 +26,30 @@ def run_scenario(test: str, *args: str, deadline: float) -> tuple[subprocess.Com
     return proc, time.monotonic() - started
 
 
-def test_provisioning_fails_fast_when_karpenter_is_stopped():
+def allure_attachments(results: Path) -> dict[str, str]:
+    """Attachment name -> content, over every test result in an Allure results directory."""
+    out = {}
+    for f in results.glob("*-result.json"):
+        for att in json.loads(f.read_text()).get("attachments", []):
+            out[att["name"]] = (results / att["source"]).read_text(errors="replace")
+    return out
+
+
+def test_provisioning_fails_fast_when_karpenter_is_stopped(tmp_path):
     proc, took = run_scenario(
         "test_provisioning.py::test_scale_up_provisions_nodes_that_satisfy_the_nodepool",
-        "--fault=karpenter-stopped", deadline=180)
+        "--fault=karpenter-stopped", f"--alluredir={tmp_path}", deadline=180)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
     assert "1 failed" in out
     assert "because: Karpenter is not running" in out
     assert "diagnosis: Karpenter is not running" in out
     assert took < 180, f"took {took:.0f}s"
+    # The report a person reads names the same cause, with the evidence beside it.
+    attachments = allure_attachments(tmp_path)
+    assert attachments["verdict"].startswith("Karpenter is not running")
+    assert {"NodePools.yaml", "NodeClaims.yaml", "Nodes.yaml", "karpenter.log"} <= set(attachments)
+    assert "categories.json" in {p.name for p in tmp_path.iterdir()}
 
 
 def test_graviton_fails_with_no_instance_type_when_the_catalogue_has_no_arm64():

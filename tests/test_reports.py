@@ -38,3 +38,10 @@ def test_allure_session_files(tmp_path):
     assert (tmp_path / "environment.properties").read_text() == "mode=local\nkarpenter=v1.15.0\n"
     names = [c["name"] for c in json.loads((tmp_path / "categories.json").read_text())]
     assert names[0] == "Karpenter not running"
+
+
+def test_run_summary_is_a_global_attachment(tmp_path):
+    globals_file = allure_files.attach_globally(tmp_path, "Run summary", "| a | b |")
+    entry = json.loads(globals_file.read_text())["attachments"][0]
+    assert entry["name"] == "Run summary" and entry["type"] == "text/markdown"
+    assert (tmp_path / entry["source"]).read_text() == "| a | b |"

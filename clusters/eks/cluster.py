@@ -1,0 +1,334 @@
+"""EKS mode: an existing EKS cluster with Karpenter's AWS provider, reached by kubeconfig.
+
+Nothing is created or deleted here: ``up`` checks the cluster can run the suites and is
+opted in, ``down`` leaves it as it is. The opt-in needs two keys held by different
+people-or-places: a ConfigMap in the cluster naming it, and the same name on the command
+line, so a stray kubeconfig context can never point the harness at the wrong cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from clusters.base import ClusterInfo, Status
+from clusters.eks import aws
+from clusters.errors import ClusterError
+from fixtures.kube import Kube  # the harness's one client: same loading, same timeouts
+from fixtures.waits import TIMEOUTS, Observation, eventually
+
+log = logging.getLogger(__name__)
+
+OPT_IN_CONFIGMAP = "karpenter-e2e-opt-in"
+OPT_IN_NAMESPACE = "kube-system"
+KARPENTER_SELECTOR = "app.kubernetes.io/name=karpenter"
+KARPENTER_NAMESPACES = ("kube-system", "karpenter")  # the chart's documented homes
+CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws")
+CHART = "oci://public.ecr.aws/karpenter/karpenter"
+CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"
+DISCOVERY_KEY = "karpenter.sh/discovery"
+# stop_karpenter remembers the replica count on the Deployment itself, so a later
+# process (another xdist worker, the next run after a crash) can restore it.
+REPLICAS_BEFORE_STOP = "karpenter-e2e/replicas-before-stop"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    namespace: str
+    name: str
+    image: str
+    replicas: int
+    ready_replicas: int
+    annotations: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        """'public.ecr.aws/karpenter/controller:1.15.2@sha256:…' -> 'v1.15.2'."""
+        ref = self.image.split("@", 1)[0]
+        tag = ref.rsplit(":", 1)[1] if ":" in ref.rsplit("/", 1)[-1] else "unknown"
+        return f"v{tag}" if tag[:1].isdigit() else tag
+
+
+class KubeApi:
+    """The few API calls eks mode makes, over the official client. Tests pass a fake
+    with the same methods."""
+
+    def __init__(self, kubeconfig: Path, context: str | None = None):
+        if not Path(kubeconfig).is_file():
+            raise ClusterError(f"kubeconfig {kubeconfig} does not exist; pass the EKS cluster's "
+                               "kubeconfig (aws eks update-kubeconfig --kubeconfig <path> ...)")
+        try:
+            self.kube = Kube(Path(kubeconfig), context)
+        except ValueError as exc:
+            raise ClusterError(f"{exc} (context {context or '<current-context>'})") from None
+
+    def server_version(self) -> str:
+        return client.VersionApi(self.kube.api).get_code(_request_timeout=10).git_version
+
+    def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        try:
+            cm = self.kube.core.read_namespaced_config_map(name, namespace,
+                                                           _request_timeout=self.kube.timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(cm.data or {})
+
+    def deployments(self, namespace: str, selector: str) -> list[Deployment]:
+        items = self.kube.apps.list_namespaced_deployment(
+            namespace, label_selector=selector, _request_timeout=self.kube.timeout).items
+        return [Deployment(d.metadata.namespace, d.metadata.name,
+                           d.spec.template.spec.containers[0].image, d.spec.replicas or 0,
+                           (d.status.ready_replicas or 0) if d.status else 0,
+                           dict(d.metadata.annotations or {})) for d in items]
+
+    def crd_established(self, name: str) -> bool:
+        return self.kube.crd_established(name)
+
+    def patch_deployment(self, namespace: str, name: str, body: dict) -> None:
+        self.kube.apps.patch_namespaced_deployment(name, namespace, body,
+                                                   _request_timeout=self.kube.timeout)
+
+
+def opt_in_howto(cluster: str, context: str | None = None) -> str:
+    ctx = f" --context {context}" if context else ""
+    return (f"to opt cluster {cluster!r} in (the harness then creates and deletes NodePools, "
+            f"EC2NodeClasses and EC2 instances in it), run\n"
+            f"  kubectl{ctx} -n {OPT_IN_NAMESPACE} create configmap {OPT_IN_CONFIGMAP} "
+            f"--from-literal=cluster={cluster}\n"
+            f"and pass --eks-opt-in {cluster}")
+
+
+def check_opt_in(cluster: str, opt_in_name: str | None, configmap: dict[str, str] | None,
+                 context: str | None = None) -> None:
+    """Refuse unless the ConfigMap in the cluster and the caller both name ``cluster``."""
+    where = f"ConfigMap {OPT_IN_NAMESPACE}/{OPT_IN_CONFIGMAP}"
+    if configmap is None:
+        raise ClusterError(f"refusing to run against EKS cluster {cluster!r}: it has no {where}; "
+                           + opt_in_howto(cluster, context))
+    if configmap.get("cluster") != cluster:
+        raise ClusterError(f"refusing to run: the {where} of the cluster this kubeconfig reaches "
+                           f"names {configmap.get('cluster')!r}, not {cluster!r}; check the "
+                           f"context, or if this really is {cluster!r}, "
+                           + opt_in_howto(cluster, context))
+    if opt_in_name != cluster:
+        said = f"--eks-opt-in {opt_in_name}" if opt_in_name else "no --eks-opt-in"
+        raise ClusterError(f"refusing to run against EKS cluster {cluster!r}: {said} was passed; "
+                           f"pass --eks-opt-in {cluster} (its {where} is in place)")
+
+
+def helm_upgrade_commands(version: str, *, namespace: str, kubeconfig: Path,
+                          context: str | None = None, timeout: str = "5m") -> list[list[str]]:
+    """CRDs first, then the controller, keeping the installed values (role, queue, cluster).
+
+    Helm never upgrades a chart's ``crds/``, so CRDs come from the karpenter-crd chart;
+    the nightly workflow installs them that way from the start."""
+    chart_version = version.removeprefix("v")  # chart versions carry no "v"
+    common = ["--version", chart_version, "--namespace", namespace,
+              "--kubeconfig", str(kubeconfig), *(["--kube-context", context] if context else []),
+              "--wait", "--timeout", timeout]
+    return [["helm", "upgrade", "--install", "karpenter-crd", CRD_CHART, *common],
+            # --reset-then-reuse-values (helm >= 3.14): the new chart's defaults plus our values.
+            ["helm", "upgrade", "--install", "karpenter", CHART, *common, "--skip-crds",
+             "--reset-then-reuse-values"]]
+
+
+def run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """The one way eks mode runs a command (helm); tests replace it."""
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+class EksCluster:
+    mode = "eks"
+
+    def __init__(self, cluster_name: str, kubeconfig: Path, context: str | None = None,
+                 region: str = "us-west-2", node_role: str | None = None,
+                 subnet_tag: str | None = None, security_group_tag: str | None = None,
+                 opt_in_name: str | None = None, karpenter_namespace: str | None = None,
+                 ami: str = "al2023@latest", api_factory=KubeApi, ec2=None):
+        self.name = cluster_name
+        self.kubeconfig = Path(kubeconfig).expanduser()
+        self.context = context
+        self.region = region
+        # The role name Karpenter's getting-started guide and eksctl.yaml create.
+        self.node_role = node_role or f"KarpenterNodeRole-{cluster_name}"
+        self.subnet_tag = subnet_tag or cluster_name
+        self.security_group_tag = security_group_tag or cluster_name
+        self.opt_in_name = opt_in_name
+        self.karpenter_namespaces = ((karpenter_namespace,) if karpenter_namespace
+                                     else KARPENTER_NAMESPACES)
+        self.ami = ami
+        self._api_factory = api_factory
+        self._api = None
+        self._ec2 = ec2
+        from clusters.local import build  # the per-user cache every mode shares
+        self.run_dir = build.cache_dir() / "clusters" / f"eks-{cluster_name}"
+
+    # ---- run ownership (the plugin's lock / owner protocol) ------------------------------
+    @property
+    def lock_path(self) -> Path:
+        return self.run_dir.with_suffix(".lock")
+
+    def owner(self) -> str | None:
+        try:
+            return json.loads((self.run_dir / "state.json").read_text()).get("run_id")
+        except (OSError, ValueError):
+            return None
+
+    def set_owner(self, run_id: str) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "state.json").write_text(json.dumps({"run_id": run_id}))
+
+    # ---- checks --------------------------------------------------------------------------
+    def api(self):
+        if self._api is None:
+            self._api = self._api_factory(self.kubeconfig, self.context)
+        return self._api
+
+    def _reachable(self) -> str:
+        try:
+            return self.api().server_version()
+        except ClusterError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure here means unreachable
+            raise ClusterError(f"EKS cluster {self.name!r} API unreachable through "
+                               f"{self.kubeconfig} (context {self.context or '<current>'}): "
+                               f"{type(exc).__name__}: {exc}") from None
+
+    def karpenter_deployment(self) -> Deployment:
+        for ns in self.karpenter_namespaces:
+            found = self.api().deployments(ns, KARPENTER_SELECTOR)
+            if found:
+                return found[0]
+        raise ClusterError(f"Karpenter is not installed in EKS cluster {self.name!r}: no "
+                           f"Deployment labelled {KARPENTER_SELECTOR} in namespace "
+                           f"{' or '.join(self.karpenter_namespaces)}; install it with helm "
+                           f"({CHART}, values in clusters/eks/karpenter-values.yaml)")
+
+    def _check(self) -> tuple[str, Deployment]:
+        """Everything up() and status() require, most fundamental first."""
+        server = self._reachable()
+        check_opt_in(self.name, self.opt_in_name,
+                     self.api().config_map_data(OPT_IN_NAMESPACE, OPT_IN_CONFIGMAP), self.context)
+        deployment = self.karpenter_deployment()
+        missing = [c for c in CRDS if not self.api().crd_established(c)]
+        if missing:
+            raise ClusterError(f"Karpenter's CRDs {', '.join(missing)} are missing or not "
+                               f"established in {self.name!r}; install the karpenter-crd chart "
+                               f"({CRD_CHART}) at Karpenter's version {deployment.version}")
+        return server, deployment
+
+    def _zones(self) -> tuple[str, ...]:
+        if self._ec2 is None:
+            import boto3
+            self._ec2 = boto3.client("ec2", region_name=self.region)
+        try:
+            zones = aws.discovery_zones(self._ec2, DISCOVERY_KEY, self.subnet_tag)
+        except Exception as exc:  # noqa: BLE001 - no credentials, wrong region, denied
+            raise ClusterError(f"cannot list the subnets of {self.name!r} in {self.region}: "
+                               f"{type(exc).__name__}: {exc}") from None
+        if not zones:
+            raise ClusterError(f"no subnet in {self.region} is tagged {DISCOVERY_KEY}="
+                               f"{self.subnet_tag}: Karpenter could launch nothing; tag the "
+                               "cluster's private subnets (clusters/eks/eksctl.yaml does)")
+        return zones
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def up(self, reuse: bool = True) -> ClusterInfo:
+        """Check the existing cluster; ``reuse`` is implied: eks mode never creates one."""
+        server, deployment = self._check()
+        info = ClusterInfo(mode=self.mode, name=self.name, kubeconfig=self.kubeconfig,
+                           versions={"kubernetes": server, "karpenter": deployment.version},
+                           nodeclass_group="karpenter.k8s.aws", nodeclass_kind="EC2NodeClass",
+                           nodeclass_version="v1", zones=self._zones())
+        log.warning("using EKS cluster %r (Kubernetes %s, Karpenter %s in %s, zones %s)",
+                    self.name, server, deployment.version, deployment.namespace,
+                    ", ".join(info.zones))
+        return info
+
+    def down(self) -> None:
+        log.warning("eks mode leaves EKS cluster %r and its Karpenter as they are; delete the "
+                    "cluster with `eksctl delete cluster -f clusters/eks/eksctl.yaml`", self.name)
+
+    def status(self) -> Status:
+        try:
+            server, d = self._check()
+        except ClusterError as exc:
+            return Status(False, str(exc))
+        ready = d.ready_replicas > 0
+        return Status(ready, f"EKS cluster {self.name}: Kubernetes {server}, Karpenter "
+                             f"{d.version} {d.namespace}/{d.name} "
+                             f"{d.ready_replicas}/{d.replicas} ready",
+                      {"api": True, "opt-in": True, "karpenter": ready})
+
+    def logs(self) -> dict[str, Path]:
+        return {}  # Karpenter logs from its pods (kubectl logs), not from files here
+
+    def render_nodeclass(self, name: str, labels: dict[str, str]) -> dict:
+        ami = {"id": self.ami} if self.ami.startswith("ami-") else {"alias": self.ami}
+        return {
+            "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+            "metadata": {"name": name, "labels": dict(labels)},
+            "spec": {
+                "role": self.node_role,
+                "amiSelectorTerms": [ami],
+                "subnetSelectorTerms": [{"tags": {DISCOVERY_KEY: self.subnet_tag}}],
+                "securityGroupSelectorTerms": [{"tags": {DISCOVERY_KEY: self.security_group_tag}}],
+                # The run/test labels become instance tags: the sweeper finds leftovers by them.
+                "tags": dict(labels),
+            },
+        }
+
+    def reap_orphan_nodes(self, selector: str) -> list[str]:
+        return []  # on EKS, Karpenter's own garbage collection terminates orphaned instances
+
+    def karpenter_running(self) -> bool:
+        try:
+            return self.karpenter_deployment().ready_replicas > 0
+        except ClusterError:
+            return False
+
+    def stop_karpenter(self) -> None:
+        d = self.karpenter_deployment()
+        if d.replicas:
+            self.api().patch_deployment(d.namespace, d.name, {
+                "metadata": {"annotations": {REPLICAS_BEFORE_STOP: str(d.replicas)}},
+                "spec": {"replicas": 0}})
+        self._wait_ready(False)
+
+    def start_karpenter(self, version: str | None = None) -> None:
+        """Scale Karpenter back up; with ``version``, first helm-upgrade it to that version."""
+        d = self.karpenter_deployment()
+        if version:
+            if not shutil.which("helm"):
+                raise ClusterError("helm is not on PATH: upgrading Karpenter on EKS needs helm "
+                                   ">= 3.14 (https://helm.sh/docs/intro/install/)")
+            for cmd in helm_upgrade_commands(version, namespace=d.namespace,
+                                             kubeconfig=self.kubeconfig, context=self.context):
+                proc = run(cmd, timeout=600)
+                if proc.returncode != 0:
+                    raise ClusterError(f"{' '.join(cmd[:4])} failed: "
+                                       + "\n".join(proc.stderr.strip().splitlines()[-10:]))
+            d = self.karpenter_deployment()
+        replicas = int(d.annotations.get(REPLICAS_BEFORE_STOP) or 0) or d.replicas or 1
+        self.api().patch_deployment(d.namespace, d.name, {
+            "metadata": {"annotations": {REPLICAS_BEFORE_STOP: None}},
+            "spec": {"replicas": replicas}})
+        self._wait_ready(True)
+
+    def _wait_ready(self, want: bool) -> None:
+        def check() -> Observation:
+            d = self.karpenter_deployment()
+            seen = f"{d.ready_replicas}/{d.replicas} replicas ready"
+            return Observation((d.ready_replicas > 0) == want, seen)
+
+        eventually(check, what=f"Karpenter to be {'ready' if want else 'stopped'}",
+                   timeout=TIMEOUTS.provision if want else TIMEOUTS.api, poll=2)

@@ -1,0 +1,203 @@
+"""Remove what earlier harness runs left behind (a crash, a cancelled CI job).
+
+Cluster objects go when they carry the run label and are older than ``max_age``; in eks
+mode so do EC2 instances that provably belong to a harness test (``is_harness_instance``).
+Age keeps a sweep from touching a run still in progress. ``dry_run`` only lists.
+
+    python -m clusters.eks.sweep --kubeconfig K --max-age 3h [--dry-run]
+        [--eks-cluster NAME --eks-opt-in NAME --region R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from kubernetes.client.rest import ApiException
+
+from clusters.eks import aws
+from clusters.errors import ClusterError
+from fixtures.isolation import RUN_LABEL, TEST_LABEL
+from fixtures.kube import Kind
+
+log = logging.getLogger(__name__)
+
+NAMESPACES = Kind("", "v1", "namespaces")
+NODEPOOLS = Kind("karpenter.sh", "v1", "nodepools")
+EC2NODECLASSES = Kind("karpenter.k8s.aws", "v1", "ec2nodeclasses")
+KWOKNODECLASSES = Kind("karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses")
+# Workloads first (their pods keep nodes busy), then pools (Karpenter drains their nodes),
+# then the classes those pools referenced.
+SWEPT_KINDS = (NAMESPACES, NODEPOOLS, EC2NODECLASSES, KWOKNODECLASSES)
+
+# fixtures.isolation.TestScope.name: '<base: [a-z0-9-], at most 40>-<6 hex test id>'.
+HARNESS_POOL = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}-(?P<test_id>[0-9a-f]{6})$")
+SWEPT_STATES = ("pending", "running", "stopping", "stopped")
+
+
+def harness_test_id(pool: str) -> str | None:
+    m = HARNESS_POOL.match(pool or "")
+    return m["test_id"] if m else None
+
+
+def is_harness_instance(tags: dict[str, str], cluster: str) -> bool:
+    """An instance is the harness's only when all three hold:
+    - it belongs to ``cluster`` (tag eks:eks-cluster-name);
+    - its NodePool (tag karpenter.sh/nodepool) is named like a harness pool, '<base>-<test id>';
+    - its karpenter-e2e/test tag (copied from the EC2NodeClass tags) is that same test id.
+    The name alone is not enough: 'team-facade' is a pool name a person might choose."""
+    test_id = harness_test_id(tags.get(aws.NODEPOOL_TAG, ""))
+    return (tags.get(aws.CLUSTER_TAG) == cluster and test_id is not None
+            and tags.get(TEST_LABEL) == test_id)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    kind: str
+    name: str
+    age: timedelta
+    detail: str = ""
+
+
+@dataclass
+class SweepReport:
+    dry_run: bool
+    objects: list[Leftover] = field(default_factory=list)
+    instances: list[Leftover] = field(default_factory=list)
+
+    def summary(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        rows = [f"  {x.kind:16} {x.name:40} age {_age(x.age)} {x.detail}".rstrip()
+                for x in self.objects + self.instances]
+        return f"sweep {verb} {len(self.objects)} objects, {len(self.instances)} instances" \
+            + ("\n" + "\n".join(rows) if rows else "")
+
+
+class ClusterObjects:
+    """Harness-labelled objects of one cluster, over the harness's client. Tests pass a fake
+    with the same two methods."""
+
+    def __init__(self, kube):
+        self.kube = kube
+
+    def list(self, kind: Kind, selector: str) -> list[dict]:
+        """[{name, labels, created}] of ``kind``; [] when the kind is not installed here."""
+        try:
+            if kind is NAMESPACES:
+                return [{"name": n.metadata.name, "labels": n.metadata.labels or {},
+                         "created": n.metadata.creation_timestamp}
+                        for n in self.kube.core.list_namespace(
+                            label_selector=selector, _request_timeout=self.kube.timeout).items]
+            return [{"name": o["metadata"]["name"], "labels": o["metadata"].get("labels", {}),
+                     "created": o["metadata"]["creationTimestamp"]}
+                    for o in self.kube.list(kind, selector)]
+        except ApiException as exc:
+            if exc.status == 404:  # e.g. no EC2NodeClass CRD in local mode
+                return []
+            raise
+
+    def delete(self, kind: Kind, name: str) -> None:
+        if kind is NAMESPACES:
+            try:
+                self.kube.core.delete_namespace(name, _request_timeout=self.kube.timeout)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        else:
+            self.kube.delete(kind, name)
+
+
+def sweep_cluster(api, max_age: timedelta, now: datetime | None = None,
+                  dry_run: bool = False) -> list[Leftover]:
+    now = now or datetime.now(timezone.utc)
+    swept = []
+    for kind in SWEPT_KINDS:
+        for obj in api.list(kind, RUN_LABEL):
+            age = now - _when(obj["created"])
+            # Re-checked here, not only trusted to the selector: the label is the safety line.
+            if RUN_LABEL not in (obj.get("labels") or {}) or age < max_age:
+                continue
+            if not dry_run:
+                api.delete(kind, obj["name"])
+            swept.append(Leftover(kind.plural, obj["name"], age))
+    return swept
+
+
+def sweep_instances(ec2, cluster: str, max_age: timedelta, now: datetime | None = None,
+                    dry_run: bool = False, policy: aws.RetryPolicy = aws.RetryPolicy()) -> list[Leftover]:
+    now = now or datetime.now(timezone.utc)
+    candidates = aws.describe_instances(ec2, [
+        {"Name": f"tag:{aws.CLUSTER_TAG}", "Values": [cluster]},
+        {"Name": "tag-key", "Values": [aws.NODEPOOL_TAG]},
+        {"Name": "tag-key", "Values": [TEST_LABEL]},
+        {"Name": "instance-state-name", "Values": list(SWEPT_STATES)}], policy)
+    swept = [Leftover("instance", i.instance_id, now - i.launch_time,
+                      f"NodePool {i.tags.get(aws.NODEPOOL_TAG)}, {i.state}")
+             for i in candidates
+             if is_harness_instance(i.tags, cluster) and now - i.launch_time >= max_age]
+    if not dry_run:
+        ids = [x.name for x in swept]
+        for start in range(0, len(ids), 100):  # small batches: one bad id fails fewer
+            aws.call("ec2:TerminateInstances", ec2.terminate_instances, policy,
+                     InstanceIds=ids[start:start + 100])
+    return swept
+
+
+def parse_age(text: str) -> timedelta:
+    """'90m', '3h', '2d', '0s' -> timedelta."""
+    m = re.fullmatch(r"(\d+)([smhd])", text.strip())
+    if not m:
+        raise ValueError(f"age {text!r}: expected a number and s, m, h or d, e.g. 3h")
+    return timedelta(**{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[m[2]]: int(m[1])})
+
+
+def _when(value) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _age(age: timedelta) -> str:
+    minutes = int(age.total_seconds() // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m clusters.eks.sweep", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kubeconfig", type=Path, required=True)
+    p.add_argument("--context", default=None)
+    p.add_argument("--max-age", type=parse_age, default=timedelta(hours=3),
+                   help="only what is older than this (default 3h; longer than any run)")
+    p.add_argument("--dry-run", action="store_true", help="list, delete nothing")
+    p.add_argument("--eks-cluster", default=None, help="also sweep this EKS cluster's instances")
+    p.add_argument("--eks-opt-in", default=None, help="must equal --eks-cluster")
+    p.add_argument("--region", default="us-west-2")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    from clusters.eks.cluster import OPT_IN_CONFIGMAP, OPT_IN_NAMESPACE, KubeApi, check_opt_in
+    try:
+        api = KubeApi(args.kubeconfig, args.context)
+        if args.eks_cluster:  # deleting in an EKS cluster needs the same opt-in as testing it
+            check_opt_in(args.eks_cluster, args.eks_opt_in,
+                         api.config_map_data(OPT_IN_NAMESPACE, OPT_IN_CONFIGMAP), args.context)
+        report = SweepReport(args.dry_run)
+        report.objects = sweep_cluster(ClusterObjects(api.kube), args.max_age, dry_run=args.dry_run)
+        if args.eks_cluster:
+            import boto3
+            report.instances = sweep_instances(boto3.client("ec2", region_name=args.region),
+                                               args.eks_cluster, args.max_age, dry_run=args.dry_run)
+    except (ClusterError, aws.AwsCheckError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

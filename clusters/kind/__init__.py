@@ -1,0 +1,1 @@
+"""kind mode: a kind cluster in Docker, with kwok and karpenter-kwok as local processes."""
