@@ -9,7 +9,11 @@ ALLURE_VERSION ?= 3.18.0
 ALLURE := .tools/allure/node_modules/.bin/allure
 HISTORY ?=
 
-.PHONY: e2e test setup build report cluster-up cluster-down cluster-status
+FROM ?= v1.14.3
+TO ?= v1.15.0
+GATE_ARGS ?=
+
+.PHONY: e2e test setup build report upgrade-gate scale cluster-up cluster-down cluster-status
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +35,15 @@ test: setup
 ## build: compile every pinned binary into the per-user cache (e2e does this on demand)
 build: setup
 	$(PY) -m clusters build
+
+## upgrade-gate: Karpenter FROM -> TO must disrupt nothing, then every suite passes on TO
+upgrade-gate: setup
+	$(PY) -m clusters.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
+
+## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster
+scale: setup
+	$(PY) -m pytest suites/test_scale.py -v -o log_cli=true --run-scale \
+		--junitxml=reports/junit-scale.xml $(PYTEST_ARGS)
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm)
 $(ALLURE):

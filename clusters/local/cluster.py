@@ -314,6 +314,16 @@ class LocalCluster:
             process.terminate(proc.pid)
             raise
 
+    def upgrade_karpenter(self, version: str) -> None:
+        """What an operator does: stop the old controller, apply the new CRDs, start the new."""
+        if version not in versions.KARPENTER_VERSIONS:
+            raise ClusterError(f"Karpenter {version} is not built by local mode; choose one of "
+                               f"{', '.join(versions.KARPENTER_VERSIONS)}")
+        build.build(build.find("karpenter-kwok", version))  # before anything stops
+        self.stop_karpenter()
+        self.start_karpenter(version)
+        self.karpenter_version = version
+
     def _karpenter_ready(self) -> bool:
         state = self._state()
         if not process.alive(state.get("karpenter_pid")):
@@ -324,6 +334,17 @@ class LocalCluster:
                 return resp.status == 200
         except (urllib.error.URLError, OSError, KeyError):
             return False
+
+    def karpenter_peak_memory_mib(self) -> float | None:
+        """Karpenter's peak resident memory so far (VmHWM), for the scale scenario."""
+        pid = self._state().get("karpenter_pid")
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+        except (OSError, ValueError):
+            pass
+        return None
 
     def stop_karpenter(self) -> None:
         pid = self._state().get("karpenter_pid")

@@ -21,3 +21,11 @@ MIN_GO = (1, 21)
 def staging_version(kube_version: str = KUBERNETES) -> str:
     """k8s.io/kubernetes v1.X.Y pairs with the staging modules at v0.X.Y."""
     return "v0" + kube_version[2:]
+
+
+def semver(version: str) -> tuple[int, ...]:
+    """'v1.14.3' -> (1, 14, 3); raises ValueError on anything else."""
+    parts = version.lstrip("v").split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"{version!r} is not a version like v1.15.0")
+    return tuple(int(p) for p in parts)

@@ -1,0 +1,43 @@
+"""The upgrade gate's own logic: version checks and the verdict from JUnit results."""
+
+import pytest
+
+from clusters.errors import ClusterError
+from clusters.upgrade_gate import check_versions, markdown, verdict
+
+JUNIT_FAIL = """<testsuites><testsuite name="pytest">
+<testcase classname="suites.test_upgrade" name="test_upgrade_disrupts_no_node_and_no_pod">
+<failure message="fixtures.waits.ConsistencyViolated: expected the upgrade to v1.15.0 to disrupt nothing to hold, but after 12.0s saw: changed: none; Drifted NodeClaims: ['default-abc-x']">trace</failure>
+</testcase><testcase classname="suites.test_x" name="test_ok"/></testsuite></testsuites>"""
+JUNIT_PASS = '<testsuites><testsuite name="pytest"><testcase name="test_ok"/></testsuite></testsuites>'
+
+
+@pytest.mark.parametrize("from_v,to_v,message", [
+    ("v1.15.0", "v1.14.3", "downgrade"),
+    ("v1.15.0", "v1.15.0", "downgrade or no change"),
+    ("v1.14.3", "v9.9.9", "unknown version v9.9.9"),
+    ("latest", "v1.15.0", "unknown version"),
+])
+def test_bad_version_requests_are_refused_before_anything_runs(from_v, to_v, message):
+    with pytest.raises(ClusterError, match=message):
+        check_versions("local", from_v, to_v)
+
+
+def test_verdict_names_the_disruption(tmp_path):
+    (tmp_path / "u.xml").write_text(JUNIT_FAIL)
+    (tmp_path / "s.xml").write_text(JUNIT_PASS)
+    v = verdict({"upgrade": (1, tmp_path / "u.xml"), "suites": (0, tmp_path / "s.xml")},
+                "v1.14.3", "v1.15.0")
+    assert v["verdict"] == "fail"
+    assert v["reasons"] == ["upgrade: test_upgrade_disrupts_no_node_and_no_pod: fixtures.waits."
+                            "ConsistencyViolated: expected the upgrade to v1.15.0 to disrupt "
+                            "nothing to hold, but after 12.0s saw: changed: none; Drifted "
+                            "NodeClaims: ['default-abc-x']"]
+    assert markdown(v).startswith("# Upgrade gate v1.14.3 -> v1.15.0: FAIL")
+
+
+def test_verdict_passes_only_when_every_phase_passed(tmp_path):
+    (tmp_path / "s.xml").write_text(JUNIT_PASS)
+    assert verdict({"suites": (0, tmp_path / "s.xml")}, "a", "b")["verdict"] == "pass"
+    crashed = verdict({"suites": (2, tmp_path / "missing.xml")}, "a", "b")
+    assert crashed["verdict"] == "fail" and "no results" in crashed["reasons"][0]
