@@ -13,7 +13,7 @@ FROM ?= v1.14.3
 TO ?= v1.15.0
 GATE_ARGS ?=
 
-.PHONY: e2e test setup build report upgrade-gate scale cluster-up cluster-down cluster-status
+.PHONY: e2e test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,13 @@ upgrade-gate: setup
 scale: setup
 	$(PY) -m pytest suites/test_scale.py -v -o log_cli=true --run-scale \
 		--junitxml=reports/junit-scale.xml $(PYTEST_ARGS)
+
+## sweep: delete leftovers of earlier runs older than MAX_AGE (SWEEP_ARGS="--dry-run" to list)
+MAX_AGE ?= 6h
+SWEEP_KUBECONFIG ?= $(HOME)/.cache/karpenter-e2e/clusters/karpenter-e2e/kubeconfig
+SWEEP_ARGS ?=
+sweep: setup
+	$(PY) -m clusters.eks.sweep --kubeconfig $(SWEEP_KUBECONFIG) --max-age $(MAX_AGE) $(SWEEP_ARGS)
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm)
 $(ALLURE):

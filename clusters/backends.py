@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from clusters.errors import ClusterError
@@ -15,29 +17,72 @@ def add_options(add: Callable[..., Any], prefix: str = "--") -> None:
     """Options shared by the CLI and pytest: ``add`` is argparse's add_argument or
     pytest's addoption (same signature)."""
     add(f"{prefix}cluster", dest="cluster", default="local", choices=MODES,
-                   help="where the suites run: local (default), kind or eks")
+        help="where the suites run: local (default), kind or eks")
     add(f"{prefix}cluster-name", dest="cluster_name", default="karpenter-e2e",
-                   help="name of the local/kind cluster (its run directory)")
-    add(f"{prefix}karpenter-version", dest="karpenter_version",
-                   default=versions.KARPENTER,
-                   help=f"Karpenter version (local: one of {', '.join(versions.KARPENTER_VERSIONS)})")
+        help="local/kind: the cluster's name (its run directory); eks: the EKS cluster name")
+    add(f"{prefix}karpenter-version", dest="karpenter_version", default=versions.KARPENTER,
+        help=f"Karpenter version (local: one of {', '.join(versions.KARPENTER_VERSIONS)})")
     add(f"{prefix}apiserver-port", dest="apiserver_port", type=int, default=None,
-                   help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
+        help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
     add(f"{prefix}catalogue-without", dest="catalogue_without", default=None,
-                   help="local: leave types out of the fake catalogue, e.g. arch=arm64")
+        help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64")
+    add(f"{prefix}kubeconfig", dest="kubeconfig", default=None,
+        help="eks: kubeconfig of the cluster under test (local and kind write their own)")
+    add(f"{prefix}kube-context", dest="kube_context", default=None,
+        help="eks: kubeconfig context (default: its current context)")
+    add(f"{prefix}eks-opt-in", dest="eks_opt_in", default=None,
+        help="eks: the cluster's name again, to confirm it may be used (with the "
+             "karpenter-e2e-opt-in ConfigMap in kube-system)")
+    add(f"{prefix}region", dest="region", default=os.environ.get("AWS_REGION", "us-west-2"),
+        help="eks: AWS region")
+    add(f"{prefix}node-role", dest="node_role", default=None,
+        help="eks: IAM role of Karpenter's nodes (default KarpenterNodeRole-<cluster>)")
+    add(f"{prefix}eks-subnet-tag", dest="eks_subnet_tag", default=None,
+        help="eks: karpenter.sh/discovery value of the subnets (default: cluster name)")
+    add(f"{prefix}eks-security-group-tag", dest="eks_security_group_tag", default=None,
+        help="eks: karpenter.sh/discovery value of the security groups (default: cluster name)")
+    add(f"{prefix}karpenter-namespace", dest="karpenter_namespace", default=None,
+        help="eks: Karpenter's namespace (default: kube-system, then karpenter)")
+    add(f"{prefix}eks-ami", dest="eks_ami", default="al2023@latest",
+        help="eks: EC2NodeClass AMI alias or ami-... id")
+    add(f"{prefix}interruption-queue", dest="interruption_queue", default=None,
+        help="eks: Karpenter's interruption SQS queue name (default: cluster name)")
+    add(f"{prefix}kind-image", dest="kind_image", default=None,
+        help="kind: node image (default: kind's own)")
+
+
+def _catalogue_exclude(opts: Any):
+    from clusters.local import catalogue
+    spec = getattr(opts, "catalogue_without", None)
+    if not spec:
+        return None
+    try:
+        return catalogue.without(spec)
+    except ValueError as exc:
+        raise ClusterError(str(exc)) from None
 
 
 def create(opts: Any):
     mode = opts.cluster
     if mode == "local":
-        from clusters.local import catalogue
         from clusters.local.cluster import LocalCluster
-        exclude = None
-        if opts.catalogue_without:
-            try:
-                exclude = catalogue.without(opts.catalogue_without)
-            except ValueError as exc:
-                raise ClusterError(str(exc)) from None
         return LocalCluster(opts.cluster_name, opts.karpenter_version,
-                            apiserver_port=opts.apiserver_port, catalogue_exclude=exclude)
-    raise ClusterError(f"--cluster={mode} is not implemented yet (see issue 5); use --cluster=local")
+                            apiserver_port=getattr(opts, "apiserver_port", None),
+                            catalogue_exclude=_catalogue_exclude(opts))
+    if mode == "kind":
+        from clusters.kind.cluster import KindCluster
+        return KindCluster(opts.cluster_name, opts.karpenter_version,
+                           node_image=getattr(opts, "kind_image", None),
+                           catalogue_exclude=_catalogue_exclude(opts))
+    if mode == "eks":
+        if not getattr(opts, "kubeconfig", None):
+            raise ClusterError("--cluster=eks needs --kubeconfig (e.g. from aws eks "
+                               "update-kubeconfig --name <cluster> --kubeconfig <path>)")
+        from clusters.eks.cluster import EksCluster
+        return EksCluster(opts.cluster_name, Path(opts.kubeconfig), context=opts.kube_context,
+                          region=opts.region, node_role=opts.node_role,
+                          subnet_tag=opts.eks_subnet_tag,
+                          security_group_tag=opts.eks_security_group_tag,
+                          opt_in_name=opts.eks_opt_in,
+                          karpenter_namespace=opts.karpenter_namespace, ami=opts.eks_ami)
+    raise ClusterError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")

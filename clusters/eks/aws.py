@@ -190,6 +190,11 @@ class AwsChecks:
         return (self.eks_optimized_ami(f"{major}.{minor - 1}", arch),
                 self.eks_optimized_ami(f"{major}.{minor}", arch))
 
+    def queue_url(self, name: str) -> str:
+        """URL of Karpenter's interruption queue (settings.interruptionQueue is its name)."""
+        return call(f"sqs:GetQueueUrl {name}", self.sqs.get_queue_url, self.retry,
+                    QueueName=name)["QueueUrl"]
+
     def send_spot_interruption(self, queue_url: str, instance_id: str) -> str:
         """Put the EventBridge event EC2 sends two minutes before reclaiming a spot instance
         on Karpenter's interruption queue; returns the SQS message id."""

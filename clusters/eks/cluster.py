@@ -15,12 +15,14 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from clusters.base import ClusterInfo, Status
 from clusters.eks import aws
 from clusters.errors import ClusterError
+from clusters.local import build  # the per-user cache every mode shares
 from fixtures.kube import Kube  # the harness's one client: same loading, same timeouts
 from fixtures.waits import TIMEOUTS, Observation, eventually
 
@@ -68,6 +70,9 @@ class KubeApi:
             self.kube = Kube(Path(kubeconfig), context)
         except ValueError as exc:
             raise ClusterError(f"{exc} (context {context or '<current-context>'})") from None
+        except yaml.YAMLError as exc:  # Kube passes these through
+            raise ClusterError(f"cannot load kubeconfig {kubeconfig}: not YAML: "
+                               f"{str(exc).splitlines()[0]}") from None
 
     def server_version(self) -> str:
         return client.VersionApi(self.kube.api).get_code(_request_timeout=10).git_version
@@ -115,10 +120,13 @@ def check_opt_in(cluster: str, opt_in_name: str | None, configmap: dict[str, str
         raise ClusterError(f"refusing to run against EKS cluster {cluster!r}: it has no {where}; "
                            + opt_in_howto(cluster, context))
     if configmap.get("cluster") != cluster:
+        ctx = f" --context {context}" if context else ""
         raise ClusterError(f"refusing to run: the {where} of the cluster this kubeconfig reaches "
-                           f"names {configmap.get('cluster')!r}, not {cluster!r}; check the "
-                           f"context, or if this really is {cluster!r}, "
-                           + opt_in_howto(cluster, context))
+                           f"names {configmap.get('cluster')!r}, not {cluster!r}: check "
+                           f"--kubeconfig and its context first; only if this really is "
+                           f"{cluster!r}, correct it:\n  kubectl{ctx} -n {OPT_IN_NAMESPACE} "
+                           f"create configmap {OPT_IN_CONFIGMAP} --from-literal=cluster={cluster} "
+                           f"--dry-run=client -o yaml | kubectl{ctx} apply -f -")
     if opt_in_name != cluster:
         said = f"--eks-opt-in {opt_in_name}" if opt_in_name else "no --eks-opt-in"
         raise ClusterError(f"refusing to run against EKS cluster {cluster!r}: {said} was passed; "
@@ -143,7 +151,10 @@ def helm_upgrade_commands(version: str, *, namespace: str, kubeconfig: Path,
 
 def run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
     """The one way eks mode runs a command (helm); tests replace it."""
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"{' '.join(cmd[:4])} did not finish in {timeout:.0f}s") from None
 
 
 class EksCluster:
@@ -169,7 +180,6 @@ class EksCluster:
         self._api_factory = api_factory
         self._api = None
         self._ec2 = ec2
-        from clusters.local import build  # the per-user cache every mode shares
         self.run_dir = build.cache_dir() / "clusters" / f"eks-{cluster_name}"
 
     # ---- run ownership (the plugin's lock / owner protocol) ------------------------------
@@ -256,7 +266,8 @@ class EksCluster:
 
     def down(self) -> None:
         log.warning("eks mode leaves EKS cluster %r and its Karpenter as they are; delete the "
-                    "cluster with `eksctl delete cluster -f clusters/eks/eksctl.yaml`", self.name)
+                    "cluster with `eksctl delete cluster --name %s --region %s`",
+                    self.name, self.name, self.region)
 
     def status(self) -> Status:
         try:
@@ -293,7 +304,7 @@ class EksCluster:
     def karpenter_running(self) -> bool:
         try:
             return self.karpenter_deployment().ready_replicas > 0
-        except ClusterError:
+        except Exception:  # noqa: BLE001 - a probe: uninstalled or unreachable is not running
             return False
 
     def stop_karpenter(self) -> None:
@@ -305,24 +316,35 @@ class EksCluster:
         self._wait_ready(False)
 
     def start_karpenter(self, version: str | None = None) -> None:
-        """Scale Karpenter back up; with ``version``, first helm-upgrade it to that version."""
-        d = self.karpenter_deployment()
+        """Scale Karpenter back up; with ``version``, upgrade it to that version first."""
         if version:
-            if not shutil.which("helm"):
-                raise ClusterError("helm is not on PATH: upgrading Karpenter on EKS needs helm "
-                                   ">= 3.14 (https://helm.sh/docs/intro/install/)")
-            for cmd in helm_upgrade_commands(version, namespace=d.namespace,
-                                             kubeconfig=self.kubeconfig, context=self.context):
-                proc = run(cmd, timeout=600)
-                if proc.returncode != 0:
-                    raise ClusterError(f"{' '.join(cmd[:4])} failed: "
-                                       + "\n".join(proc.stderr.strip().splitlines()[-10:]))
-            d = self.karpenter_deployment()
+            self.upgrade_karpenter(version)
+        d = self.karpenter_deployment()
         replicas = int(d.annotations.get(REPLICAS_BEFORE_STOP) or 0) or d.replicas or 1
         self.api().patch_deployment(d.namespace, d.name, {
             "metadata": {"annotations": {REPLICAS_BEFORE_STOP: None}},
             "spec": {"replicas": replicas}})
         self._wait_ready(True)
+
+    def upgrade_karpenter(self, version: str) -> None:
+        """What an operator does: helm-upgrade the CRDs, then the controller, to ``version``."""
+        if not shutil.which("helm"):
+            raise ClusterError("helm is not on PATH: upgrading Karpenter on EKS needs helm "
+                               ">= 3.14 (https://helm.sh/docs/intro/install/)")
+        d = self.karpenter_deployment()
+        for cmd in helm_upgrade_commands(version, namespace=d.namespace,
+                                         kubeconfig=self.kubeconfig, context=self.context):
+            proc = run(cmd, timeout=900)
+            if proc.returncode != 0:
+                raise ClusterError(f"{' '.join(cmd[:4])} failed: "
+                                   + "\n".join(proc.stderr.strip().splitlines()[-10:]))
+        running = self.karpenter_deployment().version
+        if running != "v" + version.removeprefix("v"):
+            raise ClusterError(f"helm upgraded Karpenter to {version}, but its Deployment runs "
+                               f"{running}; check the chart's image settings")
+
+    def karpenter_peak_memory_mib(self) -> float | None:
+        return None  # the controller runs in a pod: its memory is not in this machine's /proc
 
     def _wait_ready(self, want: bool) -> None:
         def check() -> Observation:

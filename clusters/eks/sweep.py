@@ -129,11 +129,12 @@ def sweep_cluster(api, max_age: timedelta, now: datetime | None = None,
 
 
 def sweep_instances(ec2, cluster: str, max_age: timedelta, now: datetime | None = None,
-                    dry_run: bool = False, policy: aws.RetryPolicy = aws.RetryPolicy()) -> list[Leftover]:
+                    dry_run: bool = False,
+                    policy: aws.RetryPolicy = aws.RetryPolicy()) -> list[Leftover]:
     now = now or datetime.now(timezone.utc)
+    # The filters narrow the listing; is_harness_instance decides.
     candidates = aws.describe_instances(ec2, [
         {"Name": f"tag:{aws.CLUSTER_TAG}", "Values": [cluster]},
-        {"Name": "tag-key", "Values": [aws.NODEPOOL_TAG]},
         {"Name": "tag-key", "Values": [TEST_LABEL]},
         {"Name": "instance-state-name", "Values": list(SWEPT_STATES)}], policy)
     swept = [Leftover("instance", i.instance_id, now - i.launch_time,
@@ -142,7 +143,7 @@ def sweep_instances(ec2, cluster: str, max_age: timedelta, now: datetime | None 
              if is_harness_instance(i.tags, cluster) and now - i.launch_time >= max_age]
     if not dry_run:
         ids = [x.name for x in swept]
-        for start in range(0, len(ids), 100):  # small batches: one bad id fails fewer
+        for start in range(0, len(ids), 100):  # EC2 bounds the ids one request may carry
             aws.call("ec2:TerminateInstances", ec2.terminate_instances, policy,
                      InstanceIds=ids[start:start + 100])
     return swept

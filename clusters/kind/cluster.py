@@ -105,6 +105,12 @@ class KindCluster:
     def start_karpenter(self, version: str | None = None) -> None:
         self.local.start_karpenter(version)
 
+    def upgrade_karpenter(self, version: str) -> None:
+        self.local.upgrade_karpenter(version)
+
+    def karpenter_peak_memory_mib(self) -> float | None:
+        return self.local.karpenter_peak_memory_mib()
+
     def logs(self) -> dict[str, Path]:
         return self.local.logs()
 
@@ -119,7 +125,8 @@ class KindCluster:
 
     def check_tools(self) -> str:
         """kind's version, once kind and its container runtime both answer."""
-        version = self._kind("version", timeout=30).stdout.strip()
+        words = self._kind("version", timeout=30).stdout.split()  # kind v0.30.0 go1.26 ...
+        version = words[1] if len(words) > 1 else "unknown"
         runtime = os.environ.get("KIND_EXPERIMENTAL_PROVIDER", "docker")
         proc = run([runtime, "info", "--format", "{{.ServerVersion}}"], timeout=30)
         if proc.returncode != 0:
@@ -191,11 +198,13 @@ class KindCluster:
 
     def up(self, reuse: bool = False) -> ClusterInfo:
         kind_version = self.check_tools()
-        if self.exists():
-            if reuse and self.status().running:
-                log.warning("reusing kind cluster %r", self.name)
-                return self.info()
-            log.warning("kind cluster %r exists but is not ours to reuse; recreating it", self.name)
+        exists = self.exists()
+        if exists and reuse and self.status().running:
+            log.warning("reusing kind cluster %r", self.name)
+            return self.info()
+        if exists or process.pids_using(str(self.local.run_dir)):
+            log.warning("kind cluster %r (or its processes) left from before; recreating it",
+                        self.name)
             self.down()
         started = time.monotonic()
         try:
@@ -234,9 +243,10 @@ class KindCluster:
         """Stop our processes and delete the kind cluster; safe to call twice."""
         local = self.local
         local.stop_karpenter()
-        for pid in [local._state().get("kwok_pid"), *process.pids_using(str(local.run_dir))]:
-            if pid:
-                process.terminate(pid)
+        # kwok (and anything else of ours) by the run directory in its command line, not by a
+        # recorded pid that may since belong to another process.
+        for pid in process.pids_using(str(local.run_dir)):
+            process.terminate(pid)
         if self.exists():
             proc = self._kind("delete", "cluster", "--name", self.name,
                               "--kubeconfig", str(self.kubeconfig), timeout=300)

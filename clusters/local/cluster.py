@@ -159,6 +159,11 @@ class LocalCluster:
         """Bring the cluster up, or reuse a healthy one when ``reuse``; clean a broken one."""
         st = self.status()
         if st.components:
+            running_version = self._state().get("karpenter_version")
+            if running_version != self.karpenter_version:
+                reuse = False  # never hand a test a Karpenter other than the one it asked for
+                log.warning("local cluster %r runs Karpenter %s, not %s", self.name,
+                            running_version, self.karpenter_version)
             if st.running and reuse and self._healthy():
                 log.warning("reusing local cluster %r (%s)", self.name, self.run_dir)
                 return self.info()
