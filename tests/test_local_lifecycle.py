@@ -119,3 +119,30 @@ def test_ctrl_c_during_up_leaves_nothing_behind(tmp_path):
     assert proc.returncode == 130, out
     assert "interrupted" in out
     assert_nothing_left(c, [])
+
+
+def test_eks_guard_refuses_a_real_cluster_that_is_not_opted_in(make_cluster):
+    """The local cluster stands in for an EKS cluster: without the marker, eks mode refuses."""
+    from clusters.eks.cluster import EksCluster
+
+    local = make_cluster("eksguard")
+    local.up()
+    name = "stand-in"
+    # Neither the marker ConfigMap nor a matching --eks-opt-in: refused, with the how-to.
+    with pytest.raises(ClusterError, match=r"refusing to run against EKS cluster 'stand-in': "
+                                           r"it has no ConfigMap kube-system/karpenter-e2e-opt-in"):
+        EksCluster(name, local.kubeconfig, opt_in_name=name).up()
+    # The marker names another cluster: refused.
+    local.kubectl("-n", "kube-system", "create", "configmap", "karpenter-e2e-opt-in",
+                  "--from-literal=cluster=production")
+    with pytest.raises(ClusterError, match="names 'production', not 'stand-in'"):
+        EksCluster(name, local.kubeconfig, opt_in_name=name).up()
+    # The marker is right but the caller did not confirm: refused.
+    local.kubectl("-n", "kube-system", "delete", "configmap", "karpenter-e2e-opt-in")
+    local.kubectl("-n", "kube-system", "create", "configmap", "karpenter-e2e-opt-in",
+                  f"--from-literal=cluster={name}")
+    with pytest.raises(ClusterError, match="no --eks-opt-in was passed"):
+        EksCluster(name, local.kubeconfig).up()
+    # Both in place: the guard lets it through to the next check (no Karpenter Deployment here).
+    with pytest.raises(ClusterError, match="Karpenter is not installed"):
+        EksCluster(name, local.kubeconfig, opt_in_name=name).up()
