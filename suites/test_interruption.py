@@ -1,0 +1,42 @@
+"""Spot interruption (seed 004): Karpenter cordons, drains and replaces an interrupted node.
+
+EKS only: the interruption warning goes to Karpenter's SQS queue, and EC2 is asked what ran.
+Never run against AWS yet (see README); in local and kind mode it is skipped with the reason.
+"""
+
+import allure
+import pytest
+
+from fixtures.expect import CAPACITY_TYPE
+from fixtures.waits import Observation
+
+
+@pytest.mark.scenario("interruption")
+@pytest.mark.modes("eks", reason="needs Karpenter's SQS interruption queue and real EC2 spot")
+def test_spot_interruption_cordons_drains_and_replaces(nodepool_factory, inflate_factory, expect,
+                                                       aws_checks, request, timings):
+    """A spot node gets an interruption warning: cordoned, drained, replaced; pods keep running."""
+    with allure.step("given a spot-only pool and 2 running pods"):
+        pool = nodepool_factory("spot-training")
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
+        pods = expect.eventually_pods_running(inflate, 2)
+        node = expect.node_of_each_pod(pods)[0]
+        instance = aws_checks.instance_for_node(node.spec.provider_id)
+        assert instance.capacity_type == "spot" == node.metadata.labels[CAPACITY_TYPE]
+
+    with allure.step(f"send a spot interruption warning for {instance.instance_id}"):
+        queue = aws_checks.queue_url(request.config.option.interruption_queue
+                                     or request.config.option.cluster_name)
+        aws_checks.send_spot_interruption(queue, instance.instance_id)
+
+    with allure.step("expect the node cordoned, then gone, with the pods Running elsewhere"):
+        def cordoned() -> Observation:
+            now = {n.metadata.name: n for n in expect.kube.nodes()}.get(node.metadata.name)
+            gone_or_cordoned = now is None or bool(now.spec.unschedulable) or any(
+                t.key == "karpenter.sh/disrupted" for t in now.spec.taints or [])
+            return Observation(gone_or_cordoned, "still schedulable" if now else "gone")
+
+        expect.eventually(cordoned, f"node {node.metadata.name} to be cordoned")
+        expect.watch_nodes_gone({node.metadata.name})
+        after = expect.eventually_pods_running(inflate, 2)
+        assert node.metadata.name not in {p.spec.node_name for p in after}
