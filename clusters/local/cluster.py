@@ -287,15 +287,14 @@ class LocalCluster:
                "DISABLE_LEADER_ELECTION": "true",
                "METRICS_PORT": str(metrics),
                "HEALTH_PROBE_PORT": str(health),
-               "SYSTEM_NAMESPACE": "kube-system",
                "LOG_LEVEL": os.environ.get("KARPENTER_LOG_LEVEL", "info")}
         with open(log_path, "a") as out:
             out.write(f"--- karpenter-kwok {version} starting {time.strftime('%H:%M:%S')} ---\n")
             out.flush()
             # The catalogue as a flag, not INSTANCE_TYPES_FILE_PATH: the run directory in the
             # command line is how down() finds this process even if state.json is lost.
-            proc = subprocess.Popen([str(binary), "--instance-types-file-path",
-                                     str(self.catalogue_file)], env=env, stdout=out, stderr=subprocess.STDOUT,
+            cmd = [str(binary), "--instance-types-file-path", str(self.catalogue_file)]
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=self.run_dir,
                                     start_new_session=True)  # Ctrl-C goes to us; down() stops it
         self._save_state(karpenter_pid=proc.pid, karpenter_version=version,
