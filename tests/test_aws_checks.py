@@ -131,12 +131,16 @@ def parameter(name: str, value: str) -> dict:
     return {"Parameter": {"Name": name, "Type": "String", "Value": value, "Version": 1}}
 
 
+def expect_ami_lookup(stub, minor: str, arch: str, ami: str) -> None:
+    """The SSM GetParameter call the checks must make, and its answer."""
+    stub.add_response("get_parameter", parameter(ami_path(minor, arch), ami),
+                      {"Name": ami_path(minor, arch)})
+
+
 def test_eks_optimized_ami_reads_the_ssm_parameter_with_the_ssm_arch_name():
     checks, stub = stubbed("ssm")
-    stub.add_response("get_parameter", parameter(ami_path("1.35", "x86_64"), "ami-amd"),
-                      {"Name": ami_path("1.35", "x86_64")})
-    stub.add_response("get_parameter", parameter(ami_path("1.35", "arm64"), "ami-arm"),
-                      {"Name": ami_path("1.35", "arm64")})
+    expect_ami_lookup(stub, "1.35", "x86_64", "ami-amd")
+    expect_ami_lookup(stub, "1.35", "arm64", "ami-arm")
     with stub:
         assert checks.eks_optimized_ami("v1.35.2", "amd64") == "ami-amd"
         assert checks.eks_optimized_ami("1.35", "arm64") == "ami-arm"
@@ -145,10 +149,8 @@ def test_eks_optimized_ami_reads_the_ssm_parameter_with_the_ssm_arch_name():
 
 def test_drift_amis_are_the_previous_and_the_current_minor():
     checks, stub = stubbed("ssm")
-    stub.add_response("get_parameter", parameter(ami_path("1.34", "x86_64"), "ami-old"),
-                      {"Name": ami_path("1.34", "x86_64")})
-    stub.add_response("get_parameter", parameter(ami_path("1.35", "x86_64"), "ami-new"),
-                      {"Name": ami_path("1.35", "x86_64")})
+    expect_ami_lookup(stub, "1.34", "x86_64", "ami-old")
+    expect_ami_lookup(stub, "1.35", "x86_64", "ami-new")
     with stub:
         assert checks.drift_amis("v1.35.4") == ("ami-old", "ami-new")
 
