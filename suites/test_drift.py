@@ -102,3 +102,29 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, t
         pods = expect.eventually_pods_running(inflate, 2)
         assert set(expect.pods_on(pods)).isdisjoint(first_nodes)
     timings.record(created_to_expired_s=round(gone - born, 1), expire_after_s=expire_after)
+
+
+@pytest.mark.scenario("drift")
+@pytest.mark.modes("eks", reason="AMIs exist only on EC2; local nodes have no image")
+def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_factory, expect,
+                                                   cluster, aws_checks, timings):
+    """EC2NodeClass pinned to the EKS AL2023 AMI of minor-1, then the current one: nodes move."""
+    old_ami, new_ami = aws_checks.drift_amis(cluster.info.versions["kubernetes"])
+    with allure.step(f"given a NodeClass on {old_ami} (previous minor) and 3 pods on it"):
+        nodeclass = nodepool_factory.nodeclass("ami", spec={"amiSelectorTerms": [{"id": old_ami}]})
+        pool = nodepool_factory("default", nodeclass=nodeclass)
+        inflate = inflate_factory(replicas=3, node_selector=pool.template_labels)
+        old_nodes = expect.pods_on(expect.eventually_pods_running(inflate, 3))
+        amis = {aws_checks.instance_for_node(n.spec.provider_id).ami for n in old_nodes.values()}
+        assert amis == {old_ami}, f"instances run {amis}"
+
+    with allure.step(f"pin the NodeClass to {new_ami} (current minor)"):
+        nodepool_factory.patch_nodeclass(nodeclass, {"amiSelectorTerms": [{"id": new_ami}]})
+        patched = time.time()
+
+    with allure.step("expect the nodes drifted, replaced, and the new instances on the new AMI"):
+        expect.watch_nodes_gone(set(old_nodes), what="nodes on the old AMI to be replaced")
+        new_nodes = expect.pods_on(expect.eventually_pods_running(inflate, 3))
+        amis = {aws_checks.instance_for_node(n.spec.provider_id).ami for n in new_nodes.values()}
+        assert amis == {new_ami}, f"replacement instances run {amis}"
+    timings.record(patch_to_replaced_s=round(time.time() - patched, 1))
