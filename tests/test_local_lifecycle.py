@@ -83,6 +83,9 @@ def test_a_cluster_left_by_a_crashed_run_is_reused_or_cleaned(make_cluster):
     assert again._component_pids() == pids
     # ...and without reuse, it is cleaned and started afresh.
     os.kill(pids["karpenter"], signal.SIGKILL)  # half-dead, as after a crash
+    # SIGKILL is delivered asynchronously: wait until the kernel says it is gone.
+    eventually(lambda: Observation(not process.alive(pids["karpenter"]), "still alive"),
+               what="the killed Karpenter to be gone", timeout=10, poll=0.05)
     fresh = LocalCluster(first.name)
     assert not fresh.status().running
     fresh.up(reuse=True)  # unhealthy: never reused
