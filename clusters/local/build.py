@@ -8,9 +8,7 @@ downloaded module (its own go.mod and go.sum, exactly as released).
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import fcntl
 import json
 import logging
 import os
@@ -23,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusters.errors import ClusterError
+from clusters.filelock import file_lock
 from clusters.local import versions
 
 log = logging.getLogger(__name__)
@@ -148,16 +147,9 @@ def download_module(module: str, version: str, toolchain: str = "local") -> Path
     return Path(info["Dir"])
 
 
-@contextlib.contextmanager
 def _build_lock():
     # xdist workers and a parallel `make` may all ask for the same binaries.
-    bin_dir().mkdir(parents=True, exist_ok=True)
-    with open(bin_dir() / ".build.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return file_lock(bin_dir() / ".build.lock")
 
 
 def build(target: Target) -> Path:
