@@ -13,7 +13,7 @@ FROM ?= v1.14.3
 TO ?= v1.15.0
 GATE_ARGS ?=
 
-.PHONY: e2e test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status
+.PHONY: e2e test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ build: setup
 ## upgrade-gate: Karpenter FROM -> TO must disrupt nothing, then every suite passes on TO
 upgrade-gate: setup
 	$(PY) -m clusters.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
+
+## mutants: the kill matrix: each mutant (a patched Karpenter) must fail the scenarios it names
+MUTANTS ?=
+MUTANT_DIR ?= mutants
+MUTANT_JOBS ?= 2
+mutants: setup
+	$(PY) -m clusters.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
+		--jobs $(MUTANT_JOBS)
 
 ## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster
 scale: setup

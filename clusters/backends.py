@@ -26,6 +26,8 @@ def add_options(add: Callable[..., Any], prefix: str = "--") -> None:
         help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
     add(f"{prefix}catalogue-without", dest="catalogue_without", default=None,
         help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64")
+    add(f"{prefix}karpenter-patch", dest="karpenter_patch", default=None, metavar="FILE",
+        help="local/kind: run Karpenter built with this mutant patch (see mutants/README.md)")
     add(f"{prefix}kubeconfig", dest="kubeconfig", default=None,
         help="eks: kubeconfig of the cluster under test (local and kind write their own)")
     add(f"{prefix}kube-context", dest="kube_context", default=None,
@@ -62,22 +64,35 @@ def _catalogue_exclude(opts: Any):
         raise ClusterError(str(exc)) from None
 
 
+def _mutant(opts: Any):
+    path = getattr(opts, "karpenter_patch", None)
+    if not path:
+        return None
+    from clusters import mutants
+    if not Path(path).is_file():
+        raise ClusterError(f"--karpenter-patch {path}: no such file")
+    return mutants.parse(Path(path))
+
+
 def create(opts: Any):
     mode = opts.cluster
     if mode == "local":
         from clusters.local.cluster import LocalCluster
         return LocalCluster(opts.cluster_name, opts.karpenter_version,
                             apiserver_port=getattr(opts, "apiserver_port", None),
-                            catalogue_exclude=_catalogue_exclude(opts))
+                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts))
     if mode == "kind":
         from clusters.kind.cluster import KindCluster
         return KindCluster(opts.cluster_name, opts.karpenter_version,
                            node_image=getattr(opts, "kind_image", None),
-                           catalogue_exclude=_catalogue_exclude(opts))
+                           catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts))
     if mode == "eks":
         if not getattr(opts, "kubeconfig", None):
             raise ClusterError("--cluster=eks needs --kubeconfig (e.g. from aws eks "
                                "update-kubeconfig --name <cluster> --kubeconfig <path>)")
+        if getattr(opts, "karpenter_patch", None):
+            raise ClusterError("--karpenter-patch needs a Karpenter the harness builds "
+                               "(local or kind); eks runs the Helm-installed one")
         from clusters.eks.cluster import EksCluster
         return EksCluster(opts.cluster_name, Path(opts.kubeconfig), context=opts.kube_context,
                           region=opts.region, node_role=opts.node_role,

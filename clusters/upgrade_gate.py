@@ -54,22 +54,38 @@ def failures(junit: Path) -> list[str]:
     return out
 
 
+def executed(junit: Path) -> tuple[int, int]:
+    """(test cases that ran, of which skipped): a skip is not a pass."""
+    if not junit.exists():
+        return 0, 0
+    cases = list(ET.parse(junit).iter("testcase"))
+    skipped = sum(1 for c in cases if c.find("skipped") is not None)
+    return len(cases) - skipped, skipped
+
+
 def verdict(phases: dict[str, tuple[int, Path]], from_v: str, to_v: str) -> dict:
-    reasons = []
+    reasons, counts = [], {}
     for name, (rc, junit) in phases.items():
         found = failures(junit)
+        ran, skipped = executed(junit)
+        counts[name] = {"executed": ran, "skipped": skipped, "failed": len(found)}
         reasons += [f"{name}: {r}" for r in found]
+        if ran == 0:
+            reasons.append(f"{name}: no test executed ({skipped} skipped)")
         if rc != 0 and not found:
             reasons.append(f"{name}: pytest exited {rc}")
     return {"from": from_v, "to": to_v, "verdict": "fail" if reasons else "pass",
             "reasons": reasons, "phases": {n: rc for n, (rc, _) in phases.items()},
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "tests": counts, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def markdown(v: dict) -> str:
     lines = [f"# Upgrade gate {v['from']} -> {v['to']}: {v['verdict'].upper()}", ""]
     lines += [f"- {r}" for r in v["reasons"]] or ["- the upgrade disrupted nothing and every "
                                                   "scenario passed on the new version"]
+    lines += ["", "| phase | executed | skipped | failed |", "|---|---|---|---|"]
+    lines += [f"| {name} | {c['executed']} | {c['skipped']} | {c['failed']} |"
+              for name, c in v.get("tests", {}).items()]
     return "\n".join(lines) + "\n"
 
 

@@ -44,19 +44,37 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
 
     with allure.step("expect the empty nodes to be gone within consolidateAfter + tolerance"):
         # Karpenter's own record of when the nodes emptied starts its consolidateAfter clock.
-        emptied = last_pod_event(expect.eventually_nodeclaims(
-            pool, lambda cs: last_pod_event(cs) > bound, "the NodeClaims to record the emptying"))
+        claims = expect.eventually_nodeclaims(
+            pool, lambda cs: last_pod_event(cs) > bound, "the NodeClaims to record the emptying")
+        emptied = last_pod_event(claims)
         deadline = emptied + CONSOLIDATE_AFTER + TOLERANCE
+        ends = expect.watch_nodeclaims_end(
+            pool, {c["metadata"]["name"] for c in claims}, timeout=max(deadline - time.time(), 1),
+            what=f"empty NodeClaims of nodes {sorted(nodes)} to be consolidated")
         gone_at = expect.watch_nodes_gone(nodes, timeout=max(deadline - time.time(), 1),
-                                          what=f"empty nodes {sorted(nodes)} to be consolidated")
+                                          what=f"empty nodes {sorted(nodes)} to be removed")
 
-    with allure.step("expect each node to have stayed until consolidateAfter had passed"):
+    with allure.step("expect Karpenter to have decided only once consolidateAfter had passed"):
+        # Its decision points, not the deletion that follows them: the Consolidatable condition
+        # (set when consolidateAfter has passed since the last pod event) and the NodeClaim's
+        # deletionTimestamp. Both timestamps have 1s resolution: allow that much.
+        for end in ends.values():
+            assert end.consolidatable_at is not None and end.deleting_at is not None, \
+                f"NodeClaim {end.name} was removed without being seen Consolidatable and " \
+                f"deleting: {end}"
+            marked, deleted = end.consolidatable_at - emptied, end.deleting_at - emptied
+            assert marked >= CONSOLIDATE_AFTER - 1, \
+                f"NodeClaim {end.name} marked Consolidatable {marked:.0f}s after it emptied, " \
+                f"before consolidateAfter={CONSOLIDATE_AFTER}s"
+            assert deleted >= CONSOLIDATE_AFTER - 1, \
+                f"NodeClaim {end.name} deleted {deleted:.0f}s after it emptied, " \
+                f"before consolidateAfter={CONSOLIDATE_AFTER}s"
         waited = gone_at - emptied
-        # lastPodEventTime has 1s resolution: allow that much.
-        assert waited >= CONSOLIDATE_AFTER - 1, \
-            f"node removed {waited:.1f}s after it emptied, before consolidateAfter={CONSOLIDATE_AFTER}s"
-    timings.record(empty_to_deleted_s=round(waited, 1), consolidate_after_s=CONSOLIDATE_AFTER,
-                   tolerance_s=TOLERANCE)
+    decided = max(e.deleting_at for e in ends.values()) - emptied
+    timings.record(empty_to_consolidatable_s=round(max(e.consolidatable_at for e in ends.values())
+                                                   - emptied, 1),
+                   empty_to_decided_s=round(decided, 1), empty_to_deleted_s=round(waited, 1),
+                   consolidate_after_s=CONSOLIDATE_AFTER, tolerance_s=TOLERANCE)
 
 
 @pytest.mark.scenario("consolidation-underutilized")

@@ -3,7 +3,8 @@
 import allure
 import pytest
 
-from fixtures.expect import INSTANCE_TYPE
+from fixtures.expect import INSTANCE_TYPE, describe_claims
+from fixtures.waits import Observation
 
 GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -19,7 +20,7 @@ def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate
     """A tainted GPU pool beside a CPU pool: GPU pods on GPU nodes, CPU pods on CPU nodes."""
     with allure.step("given a GPU pool (g4dn/g5, tainted nvidia.com/gpu) and the default pool"):
         gpu_pool = nodepool_factory("gpu")
-        nodepool_factory("default")
+        cpu_pool = nodepool_factory("default")
         gpu = inflate_factory("gpu-app", replicas=0, node_selector={}, gpus=1,
                               tolerations=GPU_TOLERATION)
         cpu = inflate_factory("cpu-app", replicas=0, node_selector={})
@@ -35,9 +36,15 @@ def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate
             [n.metadata.labels[INSTANCE_TYPE] for n in gpu_nodes]
         expect.expect_nodes_satisfy(gpu_pool, gpu_nodes)
 
-    with allure.step("expect CPU pods never on a GPU node"):
+    with allure.step("expect CPU pods never on a GPU node, and no GPU node standing idle"):
         assert not any(is_gpu_node(n) for n in cpu_nodes), \
             [n.metadata.labels[INSTANCE_TYPE] for n in cpu_nodes]
+        expect.expect_nodes_satisfy(cpu_pool, cpu_nodes)
+        # Karpenter sized the GPU pool for the GPU pods only: every GPU node runs one of them.
+        expect.eventually_settled(gpu_pool, gpu)
+        idle = sorted({n.metadata.name for n in expect.nodes(gpu_pool)}
+                      - {n.metadata.name for n in gpu_nodes})
+        assert not idle, f"GPU nodes running no GPU pod: {idle}"
     timings.notes["gpu_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in gpu_nodes))
 
 
@@ -46,15 +53,21 @@ def test_gpu_pod_without_toleration_stays_pending_and_says_why(nodepool_factory,
                                                                expect, diagnose, timings):
     """A GPU pod without the nvidia.com/gpu toleration stays Pending; the verdict names the taint."""
     with allure.step("given only the tainted GPU pool"):
-        nodepool_factory("gpu")
+        pool = nodepool_factory("gpu")
         gpu = inflate_factory("gpu-app", replicas=0, node_selector={}, gpus=1)
 
     with allure.step("scale the GPU workload to 1"):
         gpu.scale(1)
 
-    with allure.step("expect it Pending for 20s, no node launched, and the taint named"):
-        expect.eventually_karpenter_says(r"did not tolerate taint", namespace=gpu.namespace)
-        expect.consistently_pods_pending(gpu, 1, duration=20)
+    with allure.step("expect it Pending for 20s, no NodeClaim launched, and the taint named"):
+        def no_claims() -> Observation:
+            claims = expect.nodeclaims(pool)
+            return Observation(not claims, f"NodeClaims of the GPU pool: {describe_claims(claims)}")
+
+        with expect.throughout(no_claims, f"no NodeClaim of {pool.name} for a pod that does "
+                                          f"not tolerate its taint"):
+            expect.eventually_karpenter_says(r"did not tolerate taint", namespace=gpu.namespace)
+            expect.consistently_pods_pending(gpu, 1, duration=20)
         verdict = diagnose()
         assert verdict.startswith("untolerated taint") and "nvidia.com/gpu" in verdict, verdict
     timings.notes["verdict"] = verdict[:200]

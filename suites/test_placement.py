@@ -3,7 +3,7 @@
 import allure
 import pytest
 
-from fixtures.expect import INSTANCE_TYPE
+from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, describe_claims
 
 ARCH = "kubernetes.io/arch"
 ZONE = "topology.kubernetes.io/zone"
@@ -18,9 +18,16 @@ def labels_of(nodes, key: str) -> list[str]:
 @pytest.mark.scenario("weighting")
 def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, timings):
     """Weight-2 pool limited to the t family beside the default pool: new nodes are all t."""
-    with allure.step("given the default pool and the workshop weight-nodepool (weight 2, t family)"):
-        nodepool_factory("default")
-        weighted = nodepool_factory("weight")
+    with allure.step("given a spot default pool and the workshop weight-nodepool (weight 2, t family)"):
+        # Only the weight may decide: the default pool is made the cheaper one (spot c/m/r
+        # costs less per pod than on-demand t) and wins Karpenter's tie-break between equal
+        # weights (names in descending order), so ignoring weight would pick it.
+        default = nodepool_factory.spec("default")
+        for req in default["spec"]["template"]["spec"]["requirements"]:
+            if req["key"] == CAPACITY_TYPE:
+                req["values"] = ["spot"]
+        cheaper = nodepool_factory(default, name="default")
+        weighted = nodepool_factory("weight", name="a-weighted")
         # The workshop's weight-workload selects no pool: only this test's nodes.
         inflate = inflate_factory(replicas=0, node_selector={}, memory="1Gi")
 
@@ -33,6 +40,8 @@ def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, 
         assert labels_of(nodes, NODEPOOL) == [weighted.name] * len(nodes)
         assert labels_of(nodes, CATEGORY) == ["t"] * len(nodes)
         expect.expect_nodes_satisfy(weighted, nodes)
+        others = expect.nodeclaims(cheaper)
+        assert not others, f"NodeClaims launched from the unweighted pool: {describe_claims(others)}"
     timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
 
 
@@ -110,7 +119,7 @@ def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, in
                                                             expect):
     """A tainted, labelled team pool beside the default pool: only the team's pods go there."""
     with allure.step("given the default pool and a team pool tainted team=ml:NoSchedule"):
-        nodepool_factory("default")
+        default = nodepool_factory("default")
         team = nodepool_factory("team")
         team_pods = inflate_factory("team-app", replicas=0, node_selector=team.template_labels,
                                     tolerations=[{"key": "team", "operator": "Equal",
@@ -123,6 +132,15 @@ def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, in
         on_team = expect.node_of_each_pod(expect.eventually_pods_running(team_pods, 3))
         elsewhere = expect.node_of_each_pod(expect.eventually_pods_running(other_pods, 3))
 
-    with allure.step("expect team pods only on the team pool, the others never there"):
+    with allure.step("expect Karpenter to launch the team's nodes from the team pool, tainted, "
+                     "and the others' from the default pool"):
         assert labels_of(on_team, NODEPOOL) == [team.name] * 3
-        assert team.name not in labels_of(elsewhere, NODEPOOL)
+        assert labels_of(elsewhere, NODEPOOL) == [default.name] * 3
+        expect.expect_nodes_satisfy(team, on_team)
+        expect.expect_nodes_satisfy(default, elsewhere)
+        # Karpenter decided where each pod goes: the team pool got no node for pods that
+        # cannot tolerate its taint (such a node would stand idle).
+        expect.eventually_settled(team, team_pods)
+        team_nodes = {n.metadata.name for n in expect.nodes(team)}
+        idle = sorted(team_nodes - {n.metadata.name for n in on_team})
+        assert not idle, f"team pool nodes no team pod runs on: {idle}"

@@ -41,3 +41,14 @@ def test_verdict_passes_only_when_every_phase_passed(tmp_path):
     assert verdict({"suites": (0, tmp_path / "s.xml")}, "a", "b")["verdict"] == "pass"
     crashed = verdict({"suites": (2, tmp_path / "missing.xml")}, "a", "b")
     assert crashed["verdict"] == "fail" and "no results" in crashed["reasons"][0]
+
+
+def test_skips_are_not_passes(tmp_path):
+    (tmp_path / "s.xml").write_text(
+        '<testsuites><testsuite name="pytest"><testcase name="test_a"><skipped message="eks only"/>'
+        '</testcase><testcase name="test_b"><skipped message="eks only"/></testcase>'
+        '</testsuite></testsuites>')
+    v = verdict({"suites": (0, tmp_path / "s.xml")}, "a", "b")
+    assert v["verdict"] == "fail"
+    assert v["reasons"] == ["suites: no test executed (2 skipped)"]
+    assert v["tests"]["suites"] == {"executed": 0, "skipped": 2, "failed": 0}

@@ -69,3 +69,52 @@ def test_consistently_fails_on_the_first_violation():
     seq = iter([Observation(True, "ok"), Observation(False, "a node appeared")])
     with pytest.raises(ConsistencyViolated, match="a node appeared"):
         consistently(lambda: next(seq), what="no nodes", duration=5, poll=0.01)
+
+
+def test_a_harness_bug_inside_a_wait_fails_at_once_with_its_traceback():
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="max"):
+        eventually(lambda: Observation(max([]) > 0, "x"), what="a count", timeout=30, poll=0.01)
+    assert time.monotonic() - started < 1
+    with pytest.raises(KeyError):
+        consistently(lambda: {}["nodeName"], what="a field", duration=30, poll=0.01)
+
+
+def test_api_errors_the_cluster_may_stop_making_are_retried_but_bad_requests_are_not():
+    from kubernetes.client.rest import ApiException
+    state = {"n": 0}
+
+    def overloaded():
+        state["n"] += 1
+        if state["n"] < 3:
+            raise ApiException(status=503, reason="Service Unavailable")
+        return Observation(True, "ok", "done")
+
+    assert eventually(overloaded, what="api", timeout=5, poll=0.01) == "done"
+    with pytest.raises(ApiException):
+        eventually(lambda: (_ for _ in ()).throw(ApiException(status=422, reason="Invalid")),
+                   what="api", timeout=30, poll=0.01)
+
+
+def test_consistently_rides_out_one_transient_error_but_not_two_in_a_row():
+    seq = iter([Observation(True, "ok"), ConnectionResetError("reset")]
+               + [Observation(True, "ok")] * 1000)
+
+    def check():
+        item = next(seq)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    assert consistently(check, what="no nodes", duration=0.2, poll=0.01) is None
+    seq2 = iter([Observation(True, "ok"), ConnectionResetError("reset"),
+                 ConnectionResetError("reset again")])
+
+    def check2():
+        item = next(seq2)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    with pytest.raises(ConsistencyViolated, match="reset again"):
+        consistently(check2, what="no nodes", duration=5, poll=0.01)

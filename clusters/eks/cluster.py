@@ -21,7 +21,7 @@ from kubernetes.client.rest import ApiException
 
 from clusters.base import ClusterInfo, Status
 from clusters.eks import aws
-from clusters.errors import ClusterError
+from clusters.errors import ClusterError, CommandTimeout
 from clusters.local import build  # the per-user cache every mode shares
 from fixtures.kube import Kube  # the harness's one client: same loading, same timeouts
 from fixtures.waits import TIMEOUTS, Observation, eventually
@@ -154,7 +154,7 @@ def run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise ClusterError(f"{' '.join(cmd[:4])} did not finish in {timeout:.0f}s") from None
+        raise CommandTimeout(f"{' '.join(cmd[:4])} did not finish in {timeout:.0f}s") from None
 
 
 class EksCluster:

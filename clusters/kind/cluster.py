@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clusters.base import ClusterInfo, Status
-from clusters.errors import ClusterError
+from clusters.errors import ClusterError, CommandTimeout
 from clusters.local import build, catalogue, process, versions
 from clusters.local.catalogue_table import ZONES, EC2Type
 from clusters.local.cluster import LocalCluster
@@ -49,7 +49,7 @@ def run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
     except FileNotFoundError:
         return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]}: command not found")
     except subprocess.TimeoutExpired:
-        raise ClusterError(f"{' '.join(cmd[:4])} did not finish in {timeout:.0f}s") from None
+        raise CommandTimeout(f"{' '.join(cmd[:4])} did not finish in {timeout:.0f}s") from None
 
 
 def spawn(cmd: list[str], log_path: Path, cwd: Path) -> int:
@@ -69,11 +69,12 @@ class KindCluster:
 
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  node_image: str | None = None,
-                 catalogue_exclude: Callable[[EC2Type], bool] | None = None):
+                 catalogue_exclude: Callable[[EC2Type], bool] | None = None,
+                 mutant=None):
         self.name = name
         self.node_image = node_image  # e.g. kindest/node:v1.35.x; kind's default otherwise
         self.local = LocalCluster(f"kind-{name}", karpenter_version,
-                                  catalogue_exclude=catalogue_exclude)
+                                  catalogue_exclude=catalogue_exclude, mutant=mutant)
         self.kubeconfig = self.local.kubeconfig
 
     # ---- delegated to local mode ---------------------------------------------------------

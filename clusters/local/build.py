@@ -178,11 +178,14 @@ def build_all(only: list[Target] | None = None) -> list[Path]:
     return [t.path for t in wanted]
 
 
-def _build_group(group: list[Target]) -> None:
+def _build_group(group: list[Target], cwd: Path | None = None,
+                 outputs: dict[str, Path] | None = None) -> None:
+    """One `go build` for targets sharing a module; ``cwd`` and ``outputs`` (name -> path)
+    replace the module directory and the cache paths (a mutant's patched copy)."""
     first = group[0]
     names = ", ".join(f"{t.name} {t.version}" for t in group)
     log.warning("building %s with go build (a cold build takes minutes)", names)
-    cwd = _module_dir(first)
+    cwd = cwd or _module_dir(first)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=bin_dir(), prefix=".build-") as tmp:
         cmd = ["go", "build", "-trimpath", "-o", tmp + "/"]
@@ -193,9 +196,51 @@ def _build_group(group: list[Target]) -> None:
         cmd += [t.package for t in group]
         proc = subprocess.run(cmd, cwd=cwd, env=_go_env(first), capture_output=True, text=True)
         if proc.returncode != 0:
-            raise ClusterError(f"go build of {names} failed in {cwd}:\n"
-                               + "\n".join((proc.stderr or proc.stdout).splitlines()[-30:]))
+            raise BuildFailed(f"go build of {names} failed in {cwd}:\n"
+                              + "\n".join((proc.stderr or proc.stdout).splitlines()[-30:]),
+                              proc.stderr or proc.stdout)
         for t in group:
             built = Path(tmp) / t.package.rsplit("/", 1)[-1]
-            os.replace(built, t.path)  # atomic: a half-written binary is never cached
+            os.replace(built, (outputs or {}).get(t.name, t.path))  # a half-written binary is never cached
     log.warning("built %s in %.0fs", names, time.monotonic() - started)
+
+
+class BuildFailed(ClusterError):
+    def __init__(self, message: str, output: str):
+        super().__init__(message)
+        self.output = output
+
+
+# ---- mutants ---------------------------------------------------------------------------------
+def mutant_path(mutant) -> Path:
+    """Where a mutant's karpenter-kwok is cached: keyed by version, name and patch digest."""
+    return bin_dir() / f"karpenter-kwok-{mutant.version}-mutant-{mutant.key}"
+
+
+def build_mutant(mutant) -> Path:
+    """karpenter-kwok built from a copy of the pinned module with ``mutant``'s patch applied.
+    Only the patched packages recompile: the rest comes from Go's build cache."""
+    from clusters.mutants import MutantError, apply
+
+    out = mutant_path(mutant)
+    if out.exists():
+        return out
+    try:
+        target = find("karpenter-kwok", mutant.version)
+    except ClusterError:
+        raise MutantError(mutant.name, f"its version {mutant.version} is not one local mode "
+                                       f"builds ({', '.join(versions.KARPENTER_VERSIONS)})") from None
+    with _build_lock():
+        if out.exists():
+            return out
+        check_go()
+        src = apply(mutant, _module_dir(target), cache_dir() / "mutants" / "src" / mutant.key)
+        try:
+            _build_group([target], cwd=src, outputs={target.name: out})
+        except BuildFailed as exc:
+            compiler = [ln.strip() for ln in exc.output.splitlines() if re.search(r"\.go:\d+", ln)]
+            raise MutantError(mutant.name, "does not build: "
+                              + ("; ".join(compiler[:3]) or str(exc)[-400:])) from None
+        finally:
+            shutil.rmtree(src, ignore_errors=True)
+    return out

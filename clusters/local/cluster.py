@@ -22,9 +22,10 @@ from pathlib import Path
 import yaml
 
 from clusters.base import ClusterInfo, Status
-from clusters.errors import ClusterError
+from clusters.errors import ClusterError, CommandTimeout
 from clusters.local import build, catalogue, process, versions
 from clusters.local.catalogue_table import ZONES, EC2Type
+from clusters.mutants import Mutant
 from fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, WaitTimeout, eventually
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,11 @@ class LocalCluster:
 
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  apiserver_port: int | None = None,
-                 catalogue_exclude: Callable[[EC2Type], bool] | None = None):
+                 catalogue_exclude: Callable[[EC2Type], bool] | None = None,
+                 mutant: Mutant | None = None):
+        if mutant is not None and mutant.version != karpenter_version:
+            raise ClusterError(f"mutant {mutant.name} patches Karpenter {mutant.version}, "
+                               f"not {karpenter_version}")
         if karpenter_version not in versions.KARPENTER_VERSIONS:
             raise ClusterError(f"Karpenter {karpenter_version} is not built by local mode; "
                                f"choose one of {', '.join(versions.KARPENTER_VERSIONS)}")
@@ -45,6 +50,7 @@ class LocalCluster:
         self.karpenter_version = karpenter_version
         self.apiserver_port = apiserver_port
         self.catalogue_exclude = catalogue_exclude
+        self.mutant = mutant  # a patched Karpenter (the mutant matrix), or None for the release
         self.run_dir = build.cache_dir() / "clusters" / name
         self.kwok_workdir = self.run_dir / "kwok"
         self.kubeconfig = self.run_dir / "kubeconfig"
@@ -108,7 +114,7 @@ class LocalCluster:
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            raise ClusterError(f"kwokctl {' '.join(args)} did not finish in {timeout:.0f}s") from exc
+            raise CommandTimeout(f"kwokctl {' '.join(args)} did not finish in {timeout:.0f}s") from exc
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         with open(self.logs_dir / "kwokctl.log", "a") as fh:
             fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
@@ -148,6 +154,7 @@ class LocalCluster:
             mode=self.mode, name=self.name, kubeconfig=self.kubeconfig,
             versions={"kubernetes": versions.KUBERNETES,
                       "karpenter": state.get("karpenter_version", self.karpenter_version),
+                      "karpenter_build": state.get("karpenter_build", "release"),
                       "kwok": versions.KWOK, "etcd": versions.ETCD},
             zones=ZONES,
             karpenter_log=self.logs_dir / "karpenter.log",
@@ -159,11 +166,12 @@ class LocalCluster:
         """Bring the cluster up, or reuse a healthy one when ``reuse``; clean a broken one."""
         st = self.status()
         if st.components:
-            running_version = self._state().get("karpenter_version")
-            if running_version != self.karpenter_version:
+            running = (self._state().get("karpenter_version"),
+                       self._state().get("karpenter_build", "release"))
+            if running != (self.karpenter_version, self._build_name()):
                 reuse = False  # never hand a test a Karpenter other than the one it asked for
-                log.warning("local cluster %r runs Karpenter %s, not %s", self.name,
-                            running_version, self.karpenter_version)
+                log.warning("local cluster %r runs Karpenter %s (%s), not %s (%s)", self.name,
+                            *running, self.karpenter_version, self._build_name())
             if st.running and reuse and self._healthy():
                 log.warning("reusing local cluster %r (%s)", self.name, self.run_dir)
                 return self.info()
@@ -188,8 +196,8 @@ class LocalCluster:
         self.logs_dir.mkdir(parents=True)
         build.build_all([build.find(n) for n in ("kube-apiserver", "kube-controller-manager",
                                                  "kube-scheduler", "kubectl", "etcd", "kwok",
-                                                 "kwokctl")]
-                        + [build.find("karpenter-kwok", self.karpenter_version)])
+                                                 "kwokctl")])
+        self._karpenter_binary(self.karpenter_version)
         port = self.apiserver_port or process.free_port()
         if process.port_in_use(port):
             owner = process.port_owner(port)
@@ -240,7 +248,7 @@ class LocalCluster:
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            raise ClusterError(f"kubectl {' '.join(args)} did not finish in {timeout:.0f}s") from exc
+            raise CommandTimeout(f"kubectl {' '.join(args)} did not finish in {timeout:.0f}s") from exc
         if check and proc.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed: {_tail(proc.stderr, 10)}")
         return proc.stdout
@@ -276,7 +284,7 @@ class LocalCluster:
     def start_karpenter(self, version: str | None = None) -> None:
         """Start karpenter-kwok as a local process and wait until /readyz answers ok."""
         version = version or self.karpenter_version
-        binary = build.build(build.find("karpenter-kwok", version))
+        binary = self._karpenter_binary(version)
         if version != self._state().get("crds_version"):
             self._install_crds(version)  # new CRDs first, then the controller
             self._save_state(crds_version=version)
@@ -298,6 +306,7 @@ class LocalCluster:
                                     stdin=subprocess.DEVNULL, cwd=self.run_dir,
                                     start_new_session=True)  # Ctrl-C goes to us; down() stops it
         self._save_state(karpenter_pid=proc.pid, karpenter_version=version,
+                         karpenter_build=self._build_name(version),
                          karpenter_metrics_port=metrics, karpenter_health_port=health)
 
         def ready() -> Observation:
@@ -318,12 +327,23 @@ class LocalCluster:
             process.terminate(proc.pid)
             raise
 
+    def _build_name(self, version: str | None = None) -> str:
+        mutant = self.mutant
+        if mutant and (version or self.karpenter_version) == mutant.version:
+            return f"mutant {mutant.key}"
+        return "release"
+
+    def _karpenter_binary(self, version: str) -> Path:
+        if self.mutant and version == self.mutant.version:
+            return build.build_mutant(self.mutant)
+        return build.build(build.find("karpenter-kwok", version))
+
     def upgrade_karpenter(self, version: str) -> None:
         """What an operator does: stop the old controller, apply the new CRDs, start the new."""
         if version not in versions.KARPENTER_VERSIONS:
             raise ClusterError(f"Karpenter {version} is not built by local mode; choose one of "
                                f"{', '.join(versions.KARPENTER_VERSIONS)}")
-        build.build(build.find("karpenter-kwok", version))  # before anything stops
+        self._karpenter_binary(version)  # before anything stops
         self.stop_karpenter()
         self.start_karpenter(version)
         self.karpenter_version = version

@@ -1,0 +1,309 @@
+"""`python -m clusters.mutant_matrix`: run the scenarios against mutated Karpenters (kill matrix).
+
+For each mutant (``mutants/*.patch`` or ``--mutant-dir``): build karpenter-kwok from the
+pinned module with the patch applied, bring up a cluster of its own running it, run the
+scenarios its header names, and record killed / survived. The unmutated build runs the same
+scenarios in the same matrix run (the control). A mutant is killed by a scenario only when
+that scenario fails on an assertion (not a setup error, a harness exception or a Karpenter
+that stopped) and the control passes it.
+
+Writes ``reports/mutants/matrix.{json,md}`` and one Allure result per mutant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from clusters import mutants as mutants_mod
+from clusters.errors import ClusterError
+from clusters.local import build
+from clusters.mutants import Mutant
+
+log = logging.getLogger("karpenter_e2e.mutants")
+
+ROOT = mutants_mod.ROOT
+REPORTS = ROOT / "reports"
+CONTROL = "control"
+# How long one child run may take: its cluster, its scenarios and their teardown.
+CHILD_DEADLINE_S = 1500
+
+
+def known_scenarios() -> set[str]:
+    """Scenario ids the suites declare (read from their markers, without collecting)."""
+    ids = set()
+    for f in (ROOT / "suites").glob("test_*.py"):
+        ids |= set(re.findall(r'@pytest\.mark\.scenario\("([^"]+)"\)', f.read_text()))
+    return ids
+
+
+@dataclass
+class Cell:
+    """One scenario against one build."""
+
+    status: str  # killed, survived, aborted, error, skipped, inconclusive, not run
+    message: str = ""  # the failing assert's first line
+    where: str = ""  # the suite line that failed
+
+
+@dataclass
+class Row:
+    name: str
+    regression: str = ""
+    family: str = ""
+    claimed: list[str] = field(default_factory=list)
+    status: str = "not run"  # killed, partial, survived, invalid, inconclusive
+    cells: dict[str, Cell] = field(default_factory=dict)
+    error: str = ""  # why the mutant could not run (patch, build)
+    build_s: float = 0.0
+    run_s: float = 0.0
+    rc: int | None = None
+
+
+def classify(rows: list[dict], scenario: str) -> Cell:
+    """What the outcome lines of one child run say about one scenario."""
+    mine = [r for r in rows if r["scenario"] == scenario]
+    if not mine:
+        return Cell("not run", "no outcome recorded (the run stopped before it)")
+    failed = [r for r in mine if r["outcome"] == "failed"]
+    for kind, status in (("assertion", "killed"), ("aborted", "aborted"), ("error", "error")):
+        hit = next((r for r in failed if r["kind"] == kind and r["when"] != "setup"), None)
+        if hit:
+            return Cell(status, f"[{hit['when']}] {hit['exception']}: {hit['message']}"[:400],
+                        hit["where"])
+    if failed:  # a failure while setting the scenario up says nothing about the mutant
+        r = failed[0]
+        return Cell("error", f"[{r['when']}] {r['exception']}: {r['message']}"[:400], r["where"])
+    if all(r["outcome"] == "skipped" for r in mine):
+        return Cell("skipped", mine[0]["message"])
+    return Cell("survived")
+
+
+def verdict(row: Row, control: Row) -> str:
+    """killed: every claimed scenario killed it; partial: some did; survived: none did.
+    A scenario the unmutated build also fails proves nothing: inconclusive."""
+    if row.error:
+        return "invalid"
+    for s in row.claimed:
+        if control.cells.get(s, Cell("not run")).status != "survived":
+            row.cells[s] = Cell("inconclusive", f"the control run did not pass {s}")
+    statuses = [row.cells[s].status for s in row.claimed]
+    if all(st == "killed" for st in statuses):
+        return "killed"
+    if "killed" in statuses:
+        return "partial"
+    return "inconclusive" if "inconclusive" in statuses else "survived"
+
+
+class Matrix:
+    def __init__(self, selected: list[Mutant], out: Path, jobs: int, alluredir: Path | None,
+                 pytest_args: list[str]):
+        self.mutants = selected
+        self.out = out
+        self.jobs = jobs
+        self.alluredir = alluredir
+        self.pytest_args = pytest_args
+        self.rows: dict[str, Row] = {m.name: Row(m.name, m.regression, m.family, list(m.scenarios))
+                                     for m in selected}
+        scenarios = sorted({s for m in selected for s in m.scenarios})
+        self.control = Row(CONTROL, "the unmutated build", "control", scenarios)
+        self._print = threading.Lock()
+
+    def say(self, text: str) -> None:
+        with self._print:
+            print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
+
+    # ---- build ---------------------------------------------------------------------------
+    def build(self) -> list[Mutant]:
+        """Build every mutant first (one at a time: builds fill both cores); a mutant that does
+        not apply or build is reported at once and left out."""
+        build.build_all([build.find("karpenter-kwok", v)
+                         for v in sorted({m.version for m in self.mutants})])
+        ok = []
+        for m in self.mutants:
+            started = time.monotonic()
+            try:
+                cached = build.mutant_path(m).exists()
+                build.build_mutant(m)
+                self.rows[m.name].build_s = round(time.monotonic() - started, 1)
+                self.say(f"built {m.name}{' (cached)' if cached else ''} "
+                         f"in {self.rows[m.name].build_s:.0f}s")
+                ok.append(m)
+            except ClusterError as exc:
+                self.rows[m.name].error = str(exc)
+                self.say(f"SKIPPED {exc}")
+        return ok
+
+    # ---- run -----------------------------------------------------------------------------
+    def run_one(self, row: Row, mutant: Mutant | None) -> None:
+        run_dir = self.out / row.name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        outcomes = run_dir / "outcomes.jsonl"
+        outcomes.unlink(missing_ok=True)
+        cluster = f"mut-{row.name}"[:40]
+        cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider",
+               "-o", "log_cli=false", "-q", "--scenario", ",".join(row.claimed),
+               "--cluster-name", cluster, "--outcomes", str(outcomes),
+               "--junitxml", str(run_dir / "junit.xml"),
+               "--summary-file", str(run_dir / "summary.md"), *self.pytest_args]
+        if mutant:
+            cmd += ["--karpenter-patch", str(mutant.path), "--karpenter-version", mutant.version]
+        self.say(f"running {row.name}: {', '.join(row.claimed)}")
+        started = time.monotonic()
+        with open(run_dir / "pytest.log", "w") as logf:
+            try:
+                proc = subprocess.run(cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL,
+                                      timeout=CHILD_DEADLINE_S)
+                row.rc = proc.returncode
+            except subprocess.TimeoutExpired:
+                row.rc = -1
+                row.error = f"its run did not finish in {CHILD_DEADLINE_S}s (see {run_dir})"
+        row.run_s = round(time.monotonic() - started, 1)
+        lines = [json.loads(x) for x in outcomes.read_text().splitlines()] if outcomes.exists() else []
+        row.cells = {s: classify(lines, s) for s in row.claimed}
+        if row.rc not in (0, 1) and not row.error:
+            row.error = f"pytest exited {row.rc}: " + _tail(run_dir / "pytest.log", 3)
+        summary = ", ".join(f"{s}={c.status}" for s, c in row.cells.items())
+        self.say(f"finished {row.name} in {row.run_s:.0f}s: {summary}")
+
+    def run(self) -> None:
+        runnable = self.build()
+        jobs: list[tuple[Row, Mutant | None]] = [(self.control, None)]
+        jobs += [(self.rows[m.name], m) for m in runnable]
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            for f in [pool.submit(self.run_one, row, m) for row, m in jobs]:
+                f.result()
+        for row in self.rows.values():
+            row.status = verdict(row, self.control)
+        self.control.status = "passed" if all(c.status == "survived" for c in
+                                             self.control.cells.values()) else "failed"
+
+    # ---- report --------------------------------------------------------------------------
+    def result(self, wall_s: float) -> dict:
+        rows = list(self.rows.values())
+        killed = sum(r.status == "killed" for r in rows)
+        return {"score": f"{killed}/{len(rows)}", "killed": killed, "total": len(rows),
+                "wall_s": round(wall_s, 1), "jobs": self.jobs,
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "control": asdict(self.control), "mutants": [asdict(r) for r in rows]}
+
+
+def markdown(result: dict) -> str:
+    control = result["control"]
+    cells = ", ".join(f"{s}={c['status']}" for s, c in control["cells"].items())
+    lines = [f"# Mutant kill matrix: {result['score']} killed",
+             "", f"Wall time {result['wall_s'] / 60:.1f} min with {result['jobs']} clusters at "
+                 f"a time; control (unmutated build): **{control['status']}** "
+                 f"({cells}).", "",
+             "| mutant | regression | status | scenario | result | failing assert | build s | run s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for m in result["mutants"]:
+        cells = list(m["cells"].items()) or [("", {"status": "", "message": m["error"]})]
+        for i, (scenario, cell) in enumerate(cells):
+            head = [m["name"], m["regression"], f"**{m['status']}**"] if i == 0 else ["", "", ""]
+            text = cell["message"] or ""
+            if m["error"] and i == 0 and not m["cells"]:
+                text = m["error"]
+            tail = [str(m["build_s"]), str(m["run_s"])] if i == 0 else ["", ""]
+            lines.append("| " + " | ".join(head + [scenario, cell["status"],
+                                                    _cell_text(text)] + tail) + " |")
+    bad = [m for m in result["mutants"] if m["status"] != "killed"]
+    if bad:
+        lines += ["", "## Findings", ""]
+        lines += [f"- **{m['name']}** {m['status']}: {m['error'] or 'claimed by ' + ', '.join(m['claimed'])}"
+                  for m in bad]
+    return "\n".join(lines) + "\n"
+
+
+def _cell_text(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:220]
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        return " / ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def write_allure(alluredir: Path, result: dict) -> None:
+    """One Allure test result per mutant (passed = killed), plus the matrix as a global file."""
+    import uuid
+
+    from reports import allure_files
+    alluredir.mkdir(parents=True, exist_ok=True)
+    now = int(time.time() * 1000)
+    for m in result["mutants"]:
+        status = "passed" if m["status"] == "killed" else "failed"
+        details = "\n".join(f"{s}: {c['status']} {c['message']}" for s, c in m["cells"].items())
+        body = {"uuid": str(uuid.uuid4()), "historyId": f"mutant-{m['name']}",
+                "name": f"mutant {m['name']} is killed by {', '.join(m['claimed'])}",
+                "fullName": f"mutants.{m['name']}", "status": status,
+                "statusDetails": {"message": f"{m['status']}: {m['regression']}",
+                                  "trace": m["error"] or details},
+                "start": now, "stop": now + int((m["build_s"] + m["run_s"]) * 1000),
+                "labels": [{"name": "epic", "value": "Mutant matrix"},
+                           {"name": "feature", "value": m["family"]},
+                           {"name": "story", "value": m["name"]}]}
+        (alluredir / f"{body['uuid']}-result.json").write_text(json.dumps(body))
+    allure_files.attach_globally(alluredir, "Mutant kill matrix", markdown(result))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m clusters.mutant_matrix", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mutants", default="", help="names to run, space or comma separated "
+                                                 "(default: every *.patch in the folder)")
+    p.add_argument("--mutant-dir", type=Path, default=mutants_mod.MUTANTS_DIR,
+                   help="a folder of patches in the mutants/ format (e.g. a patched fork's)")
+    p.add_argument("--jobs", type=int, default=2, help="clusters run at once")
+    p.add_argument("--out", type=Path, default=REPORTS / "mutants")
+    p.add_argument("--alluredir", type=Path, default=REPORTS / "allure-results")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest options for every run")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    started = time.monotonic()
+    try:
+        found = mutants_mod.load(args.mutant_dir)
+        selected = mutants_mod.select(found, args.mutants.replace(",", " ").split())
+        known = known_scenarios()
+        for m in selected:
+            unknown = sorted(set(m.scenarios) - known)
+            if unknown:
+                raise ClusterError(f"mutant {m.name} names unknown scenario ids "
+                                   f"{', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    matrix = Matrix(selected, args.out, max(1, args.jobs), args.alluredir, args.pytest_args)
+    print(f"mutant matrix: {len(selected)} mutants, scenarios "
+          f"{', '.join(matrix.control.claimed)}, {matrix.jobs} at a time", flush=True)
+    try:
+        matrix.run()
+    except KeyboardInterrupt:
+        print("interrupted: the children take their clusters down themselves", file=sys.stderr)
+        return 130
+    result = matrix.result(time.monotonic() - started)
+    (args.out / "matrix.json").write_text(json.dumps(result, indent=1))
+    text = markdown(result)
+    (args.out / "matrix.md").write_text(text)
+    write_allure(args.alluredir, result)
+    print(text)
+    print(f"(also in {args.out / 'matrix.md'} and matrix.json)")
+    ok = result["killed"] == result["total"] and result["control"]["status"] == "passed"
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

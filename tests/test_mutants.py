@@ -1,0 +1,122 @@
+"""The mutant matrix's own logic: patch files, bad input, and what counts as a kill."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusters import mutants
+from clusters.errors import ClusterError
+from clusters.mutant_matrix import ROOT, Cell, Row, classify, known_scenarios, markdown, verdict
+
+PATCH = """# regression: limits ignored
+# scenarios: limits, provisioning
+# family: limits
+# version: v1.15.0
+--- a/hello.go
++++ b/hello.go
+@@ -1,3 +1,3 @@
+ package hello
+ 
+-const Limit = 10
++const Limit = 1000
+"""
+
+
+def test_shipped_mutants_parse_and_name_known_scenarios():
+    found = mutants.load()
+    assert len(found) >= 12
+    known = known_scenarios()
+    for m in found:
+        assert m.version == "v1.15.0", m.name
+        assert set(m.scenarios) <= known, (m.name, m.scenarios)
+        assert m.family in {"limits", "consolidation", "drift", "placement", "capacity",
+                            "lifecycle"}, m.name
+
+
+def test_header_and_selection(tmp_path):
+    (tmp_path / "limits-ignored.patch").write_text(PATCH)
+    m = mutants.parse(tmp_path / "limits-ignored.patch")
+    assert (m.name, m.scenarios, m.family) == ("limits-ignored", ("limits", "provisioning"), "limits")
+    assert mutants.select([m], []) == [m]
+    with pytest.raises(ClusterError, match="unknown mutant nope; known: limits-ignored"):
+        mutants.select([m], ["nope"])
+    (tmp_path / "bad.patch").write_text("# regression: x\n--- a/x\n+++ b/x\n")
+    with pytest.raises(ClusterError, match="mutant bad: .* has no scenarios, family, version"):
+        mutants.parse(tmp_path / "bad.patch")
+
+
+def test_a_patch_that_does_not_apply_names_the_mutant_and_the_hunk(tmp_path):
+    module = tmp_path / "module"
+    module.mkdir()
+    (module / "hello.go").write_text("package hello\n\nconst Limit = 10\n")
+    module.chmod(0o555)
+    (tmp_path / "ok.patch").write_text(PATCH)
+    out = mutants.apply(mutants.parse(tmp_path / "ok.patch"), module, tmp_path / "copy")
+    assert "1000" in (out / "hello.go").read_text()
+    assert "= 10\n" in (module / "hello.go").read_text()  # the original is untouched
+    (tmp_path / "stale.patch").write_text(PATCH.replace("const Limit = 10", "const Limit = 20"))
+    with pytest.raises(ClusterError, match=r"mutant stale: does not apply .*hello\.go:1"):
+        mutants.apply(mutants.parse(tmp_path / "stale.patch"), module, tmp_path / "copy2")
+
+
+def row(scenario, outcome, when="call", kind="assertion"):
+    return {"nodeid": "x", "scenario": scenario, "when": when, "outcome": outcome, "kind": kind,
+            "exception": "WaitTimeout", "message": "timed out", "where": ""}
+
+
+@pytest.mark.parametrize("rows,status", [
+    ([row("limits", "passed", kind="")], "survived"),
+    ([row("limits", "failed")], "killed"),
+    ([row("limits", "passed", kind=""), row("limits", "failed", when="teardown")], "killed"),
+    ([row("limits", "failed", kind="aborted")], "aborted"),
+    ([row("limits", "failed", kind="error")], "error"),
+    ([row("limits", "failed", when="setup")], "error"),  # setup says nothing about the mutant
+    ([row("limits", "skipped", when="setup", kind="")], "skipped"),
+    ([], "not run"),
+])
+def test_only_an_assertion_outside_setup_is_a_kill(rows, status):
+    assert classify(rows, "limits").status == status
+
+
+def test_a_kill_needs_every_claimed_scenario_and_a_passing_control():
+    control = Row("control", claimed=["a", "b"], cells={"a": Cell("survived"), "b": Cell("survived")})
+    both = Row("m", claimed=["a", "b"], cells={"a": Cell("killed"), "b": Cell("killed")})
+    one = Row("m", claimed=["a", "b"], cells={"a": Cell("killed"), "b": Cell("survived")})
+    none = Row("m", claimed=["a"], cells={"a": Cell("error")})
+    assert verdict(both, control) == "killed"
+    assert verdict(one, control) == "partial"
+    assert verdict(none, control) == "survived"
+    failing_control = Row("control", claimed=["a"], cells={"a": Cell("killed")})
+    assert verdict(Row("m", claimed=["a"], cells={"a": Cell("killed")}), failing_control) == \
+        "inconclusive"
+    assert verdict(Row("m", claimed=["a"], error="does not build"), control) == "invalid"
+
+
+def test_matrix_markdown_names_findings():
+    result = {"score": "1/2", "wall_s": 90, "jobs": 2,
+              "control": {"status": "passed", "cells": {"limits": {"status": "survived"}}},
+              "mutants": [
+                  {"name": "a", "regression": "r", "status": "killed", "claimed": ["limits"],
+                   "error": "", "build_s": 1, "run_s": 2,
+                   "cells": {"limits": {"status": "killed", "message": "x | y", "where": ""}}},
+                  {"name": "b", "regression": "r", "status": "invalid", "claimed": ["limits"],
+                   "error": "mutant b: does not build: x.go:3: undefined", "build_s": 0,
+                   "run_s": 0, "cells": {}}]}
+    text = markdown(result)
+    assert text.startswith("# Mutant kill matrix: 1/2 killed")
+    assert "x \\| y" in text
+    assert "**b** invalid: mutant b: does not build: x.go:3: undefined" in text
+
+
+def test_bad_input_stops_the_matrix_before_anything_runs(tmp_path):
+    (tmp_path / "x.patch").write_text(PATCH.replace("limits, provisioning", "no-such-scenario"))
+    for args, message in ((["--mutants", "nope"], "unknown mutant nope"),
+                          (["--mutant-dir", str(tmp_path)], "unknown scenario ids no-such-scenario"),
+                          (["--mutant-dir", str(tmp_path / "missing")], "no mutant folder")):
+        proc = subprocess.run([sys.executable, "-m", "clusters.mutant_matrix", *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr
