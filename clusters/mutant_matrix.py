@@ -16,6 +16,7 @@ import argparse
 import json
 import logging
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -88,15 +89,17 @@ def classify(rows: list[dict], scenario: str) -> Cell:
     return Cell("survived")
 
 
-def verdict(row: Row, control: Row) -> str:
-    """killed: every claimed scenario killed it; partial: some did; survived: none did.
-    A scenario the unmutated build also fails proves nothing: inconclusive."""
+def verdict(row: Row, control: Row, expect: str = "killed") -> str:
+    """killed: every claimed scenario failed the way the mutant expects (an assertion, or for
+    a stopped Karpenter an abort); partial: some did; survived: none did. A scenario the
+    unmutated build also fails proves nothing: inconclusive."""
     if row.error:
         return "invalid"
     for s in row.claimed:
         if control.cells.get(s, Cell("not run")).status != "survived":
             row.cells[s] = Cell("inconclusive", f"the control run did not pass {s}")
-    statuses = [row.cells[s].status for s in row.claimed]
+    statuses = ["killed" if row.cells[s].status == expect else row.cells[s].status
+                for s in row.claimed]
     if all(st == "killed" for st in statuses):
         return "killed"
     if "killed" in statuses:
@@ -114,37 +117,40 @@ class Matrix:
         self.pytest_args = pytest_args
         self.rows: dict[str, Row] = {m.name: Row(m.name, m.regression, m.family, list(m.scenarios))
                                      for m in selected}
-        scenarios = sorted({s for m in selected for s in m.scenarios})
-        self.control = Row(CONTROL, "the unmutated build", "control", scenarios)
+        # One control per set-up (most mutants share the plain one; an upgrade mutant's
+        # control upgrades too): the unmutated build, on the union of the scenarios.
+        self.controls: dict[tuple[str, ...], Row] = {}
+        for m in selected:
+            name = CONTROL if not m.setup else f"{CONTROL}-{len(self.controls)}"
+            ctl = self.controls.setdefault(m.setup, Row(name, "the unmutated build: "
+                                                        + (" ".join(m.setup) or "plain"), "control"))
+            ctl.claimed = sorted({*ctl.claimed, *m.scenarios})
         self._print = threading.Lock()
+        self.children: list[subprocess.Popen] = []
 
     def say(self, text: str) -> None:
         with self._print:
             print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
 
     # ---- build ---------------------------------------------------------------------------
-    def build(self) -> list[Mutant]:
-        """Build every mutant first (one at a time: builds fill both cores); a mutant that does
-        not apply or build is reported at once and left out."""
-        build.build_all([build.find("karpenter-kwok", v)
-                         for v in sorted({m.version for m in self.mutants})])
-        ok = []
-        for m in self.mutants:
-            started = time.monotonic()
-            try:
-                cached = build.mutant_path(m).exists()
-                build.build_mutant(m)
-                self.rows[m.name].build_s = round(time.monotonic() - started, 1)
-                self.say(f"built {m.name}{' (cached)' if cached else ''} "
-                         f"in {self.rows[m.name].build_s:.0f}s")
-                ok.append(m)
-            except ClusterError as exc:
-                self.rows[m.name].error = str(exc)
-                self.say(f"SKIPPED {exc}")
-        return ok
+    def build_one(self, m: Mutant) -> bool:
+        """Build one mutant; one that does not apply or build is reported at once and left out."""
+        if not m.patched:
+            return True  # a fault breaks the cluster, not the code
+        started = time.monotonic()
+        try:
+            cached = build.mutant_path(m).exists()
+            build.build_mutant(m)
+        except ClusterError as exc:
+            self.rows[m.name].error = str(exc)
+            self.say(f"SKIPPED {exc}")
+            return False
+        self.rows[m.name].build_s = round(time.monotonic() - started, 1)
+        self.say(f"built {m.name}{' (cached)' if cached else ''} in {self.rows[m.name].build_s:.0f}s")
+        return True
 
     # ---- run -----------------------------------------------------------------------------
-    def run_one(self, row: Row, mutant: Mutant | None) -> None:
+    def run_one(self, row: Row, mutant: Mutant | None, setup: tuple[str, ...] = ()) -> None:
         run_dir = self.out / row.name
         run_dir.mkdir(parents=True, exist_ok=True)
         outcomes = run_dir / "outcomes.jsonl"
@@ -155,19 +161,27 @@ class Matrix:
                "--cluster-name", cluster, "--outcomes", str(outcomes),
                "--junitxml", str(run_dir / "junit.xml"),
                "--summary-file", str(run_dir / "summary.md"), *self.pytest_args]
+        cmd += list(setup)
+        if mutant and mutant.patched:
+            cmd += ["--karpenter-patch", str(mutant.path)]
+            if "--karpenter-version" not in setup:
+                cmd += ["--karpenter-version", mutant.version]
         if mutant:
-            cmd += ["--karpenter-patch", str(mutant.path), "--karpenter-version", mutant.version]
+            cmd += list(mutant.fault)
         self.say(f"running {row.name}: {', '.join(row.claimed)}")
         started = time.monotonic()
         with open(run_dir / "pytest.log", "w") as logf:
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+            self.children.append(proc)
             try:
-                proc = subprocess.run(cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL,
-                                      timeout=CHILD_DEADLINE_S)
-                row.rc = proc.returncode
+                row.rc = proc.wait(timeout=CHILD_DEADLINE_S)
             except subprocess.TimeoutExpired:
+                stop_child(proc)  # SIGINT: pytest tears its cluster down
                 row.rc = -1
                 row.error = f"its run did not finish in {CHILD_DEADLINE_S}s (see {run_dir})"
+            finally:
+                self.children.remove(proc)
         row.run_s = round(time.monotonic() - started, 1)
         lines = [json.loads(x) for x in outcomes.read_text().splitlines()] if outcomes.exists() else []
         row.cells = {s: classify(lines, s) for s in row.claimed}
@@ -177,16 +191,35 @@ class Matrix:
         self.say(f"finished {row.name} in {row.run_s:.0f}s: {summary}")
 
     def run(self) -> None:
-        runnable = self.build()
-        jobs: list[tuple[Row, Mutant | None]] = [(self.control, None)]
-        jobs += [(self.rows[m.name], m) for m in runnable]
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            for f in [pool.submit(self.run_one, row, m) for row, m in jobs]:
+        """The control starts at once; each mutant starts as soon as it is built. Builds go
+        one at a time (a build fills both cores), overlapping the runs, which mostly wait on
+        Karpenter's clocks."""
+        build.build_all([build.find("karpenter-kwok", v)
+                         for v in sorted({m.version for m in self.mutants})])
+        pool = ThreadPoolExecutor(max_workers=self.jobs)
+        try:
+            futures = [pool.submit(self.run_one, ctl, None, setup)
+                       for setup, ctl in self.controls.items()]
+            for m in self.mutants:
+                if self.build_one(m):
+                    futures.append(pool.submit(self.run_one, self.rows[m.name], m, m.setup))
+            for f in futures:
                 f.result()
-        for row in self.rows.values():
-            row.status = verdict(row, self.control)
-        self.control.status = "passed" if all(c.status == "survived" for c in
-                                             self.control.cells.values()) else "failed"
+        except BaseException:
+            # Ctrl-C or SIGTERM: queued runs never start, running ones are interrupted
+            # (each tears its own cluster down), and only then does the matrix return.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in list(self.children):
+                stop_child(proc)
+            pool.shutdown(wait=True)
+            raise
+        pool.shutdown()
+        for m in self.mutants:
+            row = self.rows[m.name]
+            row.status = verdict(row, self.controls[m.setup], m.expect)
+        for ctl in self.controls.values():
+            ctl.status = "passed" if all(c.status == "survived" for c in ctl.cells.values()) \
+                else "failed"
 
     # ---- report --------------------------------------------------------------------------
     def result(self, wall_s: float) -> dict:
@@ -195,16 +228,32 @@ class Matrix:
         return {"score": f"{killed}/{len(rows)}", "killed": killed, "total": len(rows),
                 "wall_s": round(wall_s, 1), "jobs": self.jobs,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "control": asdict(self.control), "mutants": [asdict(r) for r in rows]}
+                "controls": [asdict(c) for c in self.controls.values()],
+                "mutants": [asdict(r) for r in rows]}
+
+
+def stop_child(proc: subprocess.Popen, grace: float = 120) -> None:
+    """Interrupt a child pytest like Ctrl-C (it takes its cluster down), then make sure."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def markdown(result: dict) -> str:
-    control = result["control"]
-    cells = ", ".join(f"{s}={c['status']}" for s, c in control["cells"].items())
     lines = [f"# Mutant kill matrix: {result['score']} killed",
              "", f"Wall time {result['wall_s'] / 60:.1f} min with {result['jobs']} clusters at "
-                 f"a time; control (unmutated build): **{control['status']}** "
-                 f"({cells}).", "",
+                 "a time. A mutant is killed when every scenario its header names fails on an "
+                 "assertion (or, for `expect: aborted`, stops with Karpenter not running) while "
+                 "the unmutated build (the control) passes the same scenarios in this run.", ""]
+    for control in result["controls"]:
+        cells = ", ".join(f"{s}={c['status']}" for s, c in control["cells"].items())
+        lines.append(f"- {control['name']} ({control['regression']}): **{control['status']}** "
+                     f"({cells}), {control['run_s']}s")
+    lines += ["",
              "| mutant | regression | status | scenario | result | failing assert | build s | run s |",
              "|---|---|---|---|---|---|---|---|"]
     for m in result["mutants"]:
@@ -287,12 +336,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     matrix = Matrix(selected, args.out, max(1, args.jobs), args.alluredir, args.pytest_args)
-    print(f"mutant matrix: {len(selected)} mutants, scenarios "
-          f"{', '.join(matrix.control.claimed)}, {matrix.jobs} at a time", flush=True)
+    scenarios = sorted({s for m in selected for s in m.scenarios})
+    print(f"mutant matrix: {len(selected)} mutants, scenarios {', '.join(scenarios)}, "
+          f"{matrix.jobs} at a time", flush=True)
+    # SIGTERM (a CI timeout, kill) ends the matrix the way Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         matrix.run()
     except KeyboardInterrupt:
-        print("interrupted: the children take their clusters down themselves", file=sys.stderr)
+        print("interrupted: every mutant run stopped and took its cluster down", file=sys.stderr)
         return 130
     result = matrix.result(time.monotonic() - started)
     (args.out / "matrix.json").write_text(json.dumps(result, indent=1))
@@ -301,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     write_allure(args.alluredir, result)
     print(text)
     print(f"(also in {args.out / 'matrix.md'} and matrix.json)")
-    ok = result["killed"] == result["total"] and result["control"]["status"] == "passed"
+    ok = result["killed"] == result["total"] and all(c["status"] == "passed"
+                                                     for c in result["controls"])
     return 0 if ok else 1
 
 

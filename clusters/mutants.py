@@ -1,15 +1,22 @@
 """Mutants: patches against the pinned Karpenter module, each a regression the suites must catch.
 
 A mutant file is ``<name>.patch``: ``# key: value`` header lines (regression, scenarios,
-family, version), then a unified diff relative to the module root. This module reads and
-checks them and applies one to a writable copy of the module; building and running live
-in ``clusters.local.build`` and ``clusters.mutant_matrix``.
+family, version), then a unified diff relative to the module root. A ``<name>.fault`` has
+the header only and breaks the cluster instead of the code (``fault:`` options, e.g. a
+catalogue without arm64 types): the harness's negative checks, in the same matrix.
+Optional headers: ``setup:`` pytest options for the mutant *and* its control (e.g. an
+upgrade from the previous version), ``expect:`` how the scenario must fail (``killed``, an
+assertion, by default; ``aborted`` for a Karpenter that is not running).
+
+This module reads and checks them and applies one to a writable copy of the module;
+building and running live in ``clusters.local.build`` and ``clusters.mutant_matrix``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -21,6 +28,8 @@ from clusters.errors import ClusterError
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_DIR = ROOT / "mutants"
 FIELDS = ("regression", "scenarios", "family", "version")
+OPTIONAL = ("fault", "setup", "expect")
+EXPECT = ("killed", "aborted")
 
 
 class MutantError(ClusterError):
@@ -40,6 +49,13 @@ class Mutant:
     family: str
     version: str
     digest: str  # of the whole file: a changed patch is a different build
+    fault: tuple[str, ...] = ()  # pytest options that break the cluster (a .fault file)
+    setup: tuple[str, ...] = ()  # pytest options for this mutant and its control
+    expect: str = "killed"
+
+    @property
+    def patched(self) -> bool:
+        return not self.fault
 
     @property
     def key(self) -> str:
@@ -47,13 +63,13 @@ class Mutant:
 
 
 def parse(path: Path) -> Mutant:
-    name = path.name.removesuffix(".patch")
+    name = path.name.removesuffix(".patch").removesuffix(".fault")
     text = path.read_text(errors="replace")
     header: dict[str, str] = {}
     for line in text.splitlines():
         m = re.match(r"#\s*([a-z]+):\s*(.*)", line)
         if m:
-            if m[1] in FIELDS and m[1] not in header:
+            if m[1] in FIELDS + OPTIONAL and m[1] not in header:
                 header[m[1]] = m[2].strip()
             continue
         if line.startswith(("---", "diff ")):
@@ -62,19 +78,27 @@ def parse(path: Path) -> Mutant:
     if missing:
         raise MutantError(name, f"{path} has no {', '.join(missing)} header line "
                                 f"(expected '# {missing[0]}: ...' before the diff)")
-    if "\n--- " not in text and not text.startswith("--- "):
+    is_fault = path.suffix == ".fault"
+    if is_fault and not header.get("fault"):
+        raise MutantError(name, f"{path} is a .fault file without a '# fault: <options>' line")
+    if not is_fault and "\n--- " not in text and not text.startswith("--- "):
         raise MutantError(name, f"{path} holds no unified diff")
+    expect = header.get("expect", "killed")
+    if expect not in EXPECT:
+        raise MutantError(name, f"expect: {expect!r}; one of {', '.join(EXPECT)}")
     scenarios = tuple(s.strip() for s in header["scenarios"].split(",") if s.strip())
     return Mutant(name, path, header["regression"], scenarios, header["family"],
-                  header["version"], hashlib.sha256(text.encode()).hexdigest())
+                  header["version"], hashlib.sha256(text.encode()).hexdigest(),
+                  fault=tuple(shlex.split(header.get("fault", ""))),
+                  setup=tuple(shlex.split(header.get("setup", ""))), expect=expect)
 
 
 def load(directory: Path = MUTANTS_DIR) -> list[Mutant]:
     if not directory.is_dir():
         raise ClusterError(f"no mutant folder {directory}")
-    found = [parse(p) for p in sorted(directory.glob("*.patch"))]
+    found = [parse(p) for p in sorted([*directory.glob("*.patch"), *directory.glob("*.fault")])]
     if not found:
-        raise ClusterError(f"no *.patch in {directory}")
+        raise ClusterError(f"no *.patch or *.fault in {directory}")
     return found
 
 

@@ -9,6 +9,8 @@ ARCH = "kubernetes.io/arch"
 ZONE = "topology.kubernetes.io/zone"
 CATEGORY = "karpenter.k8s.aws/instance-category"
 NODEPOOL = "karpenter.sh/nodepool"
+ONE_PER_NODE = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+    "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "inflate"}}}]}}
 
 
 def labels_of(nodes, key: str) -> list[str]:
@@ -47,22 +49,28 @@ def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, 
 
 @pytest.mark.scenario("graviton")
 def test_arm64_pods_run_on_graviton_nodes(nodepool_factory, inflate_factory, expect, timings):
-    """A pool allowing amd64 and arm64; pods selecting arm64 run only on arm64 nodes."""
+    """A pool allowing amd64 and arm64; pods selecting arm64 run only on arm64 nodes, and pods
+    selecting amd64 get amd64 nodes although Graviton types are the cheaper fit."""
     with allure.step("given the workshop Graviton pool (amd64 + arm64)"):
         pool = nodepool_factory("graviton")
-        inflate = inflate_factory(replicas=0, memory="256M",
-                                  node_selector={**pool.template_labels, ARCH: "arm64"})
+        arm = inflate_factory(replicas=0, memory="256M",
+                              node_selector={**pool.template_labels, ARCH: "arm64"})
+        amd = inflate_factory("inflate-amd64", replicas=0, memory="256M",
+                              node_selector={**pool.template_labels, ARCH: "amd64"})
 
-    with allure.step("scale inflate to 2"):
-        inflate.scale(2)
-        pods = expect.eventually_pods_running(inflate, 2)
+    with allure.step("scale both to 2"):
+        arm.scale(2)
+        amd.scale(2)
+        arm_nodes = expect.node_of_each_pod(expect.eventually_pods_running(arm, 2))
+        amd_nodes = expect.node_of_each_pod(expect.eventually_pods_running(amd, 2))
 
-    with allure.step("expect the pods on arm64 nodes Karpenter launched for the pool"):
-        nodes = expect.node_of_each_pod(pods)
-        assert labels_of(nodes, ARCH) == ["arm64"] * len(nodes)
-        expect.expect_nodes_launched_by_karpenter(pool, nodes)
-        expect.expect_nodes_satisfy(pool, nodes)
-    timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
+    with allure.step("expect each on nodes of its arch that Karpenter launched for the pool"):
+        assert labels_of(arm_nodes, ARCH) == ["arm64"] * len(arm_nodes)
+        assert labels_of(amd_nodes, ARCH) == ["amd64"] * len(amd_nodes)
+        for nodes in (arm_nodes, amd_nodes):
+            expect.expect_nodes_launched_by_karpenter(pool, nodes)
+            expect.expect_nodes_satisfy(pool, nodes)
+    timings.notes["instance_types"] = ", ".join(labels_of(arm_nodes + amd_nodes, INSTANCE_TYPE))
 
 
 @pytest.mark.scenario("zone-pinning")
@@ -75,15 +83,19 @@ def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_f
         spec["spec"]["template"]["spec"]["requirements"].append(
             {"key": ZONE, "operator": "In", "values": [zone]})
         pool = nodepool_factory(spec)
-        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+        # One pod per node (hostname anti-affinity): four launches, each free to go wrong.
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+                                  extra_pod_spec={"affinity": ONE_PER_NODE})
 
     with allure.step("scale inflate to 4"):
         inflate.scale(4)
-        pods = expect.eventually_pods_running(inflate, 4)
+        expect.eventually_pods_running(inflate, 4)
 
-    with allure.step(f"expect every node in {zone}"):
-        nodes = list(expect.pods_on(pods).values())
+    with allure.step(f"expect every node of the pool in {zone}"):
+        nodes = expect.nodes(pool)
+        assert len(nodes) == 4, f"{len(nodes)} nodes for 4 pods that each need their own"
         assert labels_of(nodes, ZONE) == [zone] * len(nodes)
+        expect.expect_nodes_satisfy(pool, nodes)
 
 
 @pytest.mark.scenario("instance-exclusion")

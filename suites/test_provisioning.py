@@ -7,6 +7,7 @@ import pytest
 from kubernetes.utils import parse_quantity
 
 from fixtures import timings as measure
+from fixtures.timings import timestamp
 from fixtures.expect import INSTANCE_TYPE, describe_claims
 from fixtures.waits import Observation
 
@@ -43,15 +44,33 @@ def capacity_cpu(nodes) -> float:
     return float(sum(parse_quantity(n.status.capacity["cpu"]) for n in nodes))
 
 
+def held_cpu(claim: dict) -> float:
+    """CPU a NodeClaim counts against its pool's limit, launched or not: the capacity
+    Karpenter recorded, or before launch what the claim asked for (its requests)."""
+    cpu = (claim.get("status", {}).get("capacity") or {}).get("cpu") \
+        or claim["spec"].get("resources", {}).get("requests", {}).get("cpu", "0")
+    return float(parse_quantity(cpu))
+
+
 def claimed_cpu(claims) -> float:
-    """CPU the pool's NodeClaims hold, launched or not: the capacity Karpenter recorded, or
-    before launch what the claim asked for (requests), so a claim without a Node counts too."""
-    total = 0.0
+    return sum(held_cpu(c) for c in claims)
+
+
+def launches_over_limit(claims, limit: float) -> list[str]:
+    """Karpenter's limit rule at each launch: a new NodeClaim's instance type may have at most
+    the CPU the limit leaves after what earlier NodeClaims hold. Claims created within the
+    same second may come from one scheduling batch, so they are not counted against each
+    other (timestamps have 1s resolution)."""
+    bad = []
     for c in claims:
-        cpu = (c.get("status", {}).get("capacity") or {}).get("cpu") \
-            or c["spec"].get("resources", {}).get("requests", {}).get("cpu", "0")
-        total += float(parse_quantity(cpu))
-    return total
+        born = timestamp(c["metadata"]["creationTimestamp"])
+        earlier = sum(held_cpu(o) for o in claims
+                      if timestamp(o["metadata"]["creationTimestamp"]) < born - 1)
+        cpu = int(c["metadata"].get("labels", {}).get(f"{AWS}/instance-cpu", 0))
+        if cpu > limit - earlier:
+            bad.append(f"{c['metadata']['name']} ({c['metadata']['labels'].get(INSTANCE_TYPE)}, "
+                       f"{cpu} CPU) launched with {limit - earlier:g} CPU left under the limit")
+    return bad
 
 
 def instance_cpu(nodes) -> int:
@@ -72,12 +91,14 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
 
     def within_limit() -> Observation:
         claims = expect.nodeclaims(pool)
-        cpu = claimed_cpu(claims)
-        return Observation(cpu <= LIMIT_CPU, f"{len(claims)} NodeClaims hold {cpu:g} CPU "
-                                             f"({describe_claims(claims)})", cpu)
+        cpu, over = claimed_cpu(claims), launches_over_limit(claims, LIMIT_CPU)
+        return Observation(cpu <= LIMIT_CPU and not over,
+                           f"{len(claims)} NodeClaims hold {cpu:g} CPU; {'; '.join(over) or 'each launch within the limit'} "
+                           f"({describe_claims(claims)})", cpu)
 
     with expect.throughout(within_limit, f"NodePool {pool.name}'s NodeClaims to hold at most "
-                                         f"{LIMIT_CPU} CPU, all through the burst"):
+                                         f"{LIMIT_CPU} CPU and each launch to fit what the "
+                                         f"limit left, all through the burst"):
         with allure.step("scale inflate to 12, watching the pool's NodeClaims throughout"):
             inflate.scale(12)
 
@@ -89,10 +110,11 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
         with allure.step("expect it to stop only when the limit leaves no type to launch"):
             pending = expect.eventually_settled(pool, inflate)
             held = claimed_cpu(expect.nodeclaims(pool))
-            # 12 one-CPU pods cannot all run under 10 CPU; and Karpenter must not stop while
-            # the room left under the limit still fits its smallest type.
-            assert pending >= 12 - LIMIT_CPU, \
-                f"{12 - pending} pods of 1 CPU run under a {LIMIT_CPU} CPU limit"
+            # The limit binds (pods are left Pending), but Karpenter must not stop while the
+            # room left under the limit still fits its smallest type. (How many pods run is
+            # kube-scheduler's business: locally a node's allocatable exceeds the capacity
+            # Karpenter counts, so more pods than limit/request can fit; see README.)
+            assert pending > 0, f"all 12 pods run: the {LIMIT_CPU} CPU limit did not bind"
             assert LIMIT_CPU - held < SMALLEST_TYPE_CPU, \
                 f"{pending} pods left Pending with {LIMIT_CPU - held:g} CPU still free under the limit"
 

@@ -1,9 +1,7 @@
 """The mutant matrix's own logic: patch files, bad input, and what counts as a kill."""
 
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -31,6 +29,7 @@ def test_shipped_mutants_parse_and_name_known_scenarios():
     known = known_scenarios()
     for m in found:
         assert m.version == "v1.15.0", m.name
+        assert m.patched or m.fault, m.name
         assert set(m.scenarios) <= known, (m.name, m.scenarios)
         assert m.family in {"limits", "consolidation", "drift", "placement", "capacity",
                             "lifecycle"}, m.name
@@ -93,11 +92,16 @@ def test_a_kill_needs_every_claimed_scenario_and_a_passing_control():
     assert verdict(Row("m", claimed=["a"], cells={"a": Cell("killed")}), failing_control) == \
         "inconclusive"
     assert verdict(Row("m", claimed=["a"], error="does not build"), control) == "invalid"
+    aborted = Row("m", claimed=["a"], cells={"a": Cell("aborted")})
+    assert verdict(aborted, Row("control", cells={"a": Cell("survived")}), "aborted") == "killed"
+    assert verdict(Row("m", claimed=["a"], cells={"a": Cell("aborted")}),
+                   Row("control", cells={"a": Cell("survived")})) == "survived"
 
 
 def test_matrix_markdown_names_findings():
     result = {"score": "1/2", "wall_s": 90, "jobs": 2,
-              "control": {"status": "passed", "cells": {"limits": {"status": "survived"}}},
+              "controls": [{"name": "control", "regression": "plain", "status": "passed",
+                            "run_s": 5, "cells": {"limits": {"status": "survived"}}}],
               "mutants": [
                   {"name": "a", "regression": "r", "status": "killed", "claimed": ["limits"],
                    "error": "", "build_s": 1, "run_s": 2,
@@ -120,3 +124,14 @@ def test_bad_input_stops_the_matrix_before_anything_runs(tmp_path):
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr
+
+
+def test_a_fault_has_options_and_no_diff(tmp_path):
+    (tmp_path / "no-arm64.fault").write_text(
+        "# regression: no arm64 types\n# scenarios: graviton\n# family: placement\n"
+        "# version: v1.15.0\n# fault: --catalogue-without=arch=arm64 --timeouts=provision=45\n")
+    m = mutants.parse(tmp_path / "no-arm64.fault")
+    assert not m.patched and m.fault == ("--catalogue-without=arch=arm64", "--timeouts=provision=45")
+    (tmp_path / "empty.fault").write_text("# regression: x\n# scenarios: a\n# family: b\n# version: v\n")
+    with pytest.raises(ClusterError, match="without a '# fault: <options>' line"):
+        mutants.parse(tmp_path / "empty.fault")

@@ -23,6 +23,7 @@ import yaml
 
 from clusters.base import ClusterInfo, Status
 from clusters.errors import ClusterError, CommandTimeout
+from clusters.filelock import file_lock
 from clusters.local import build, catalogue, process, versions
 from clusters.local.catalogue_table import ZONES, EC2Type
 from clusters.mutants import Mutant
@@ -40,9 +41,6 @@ class LocalCluster:
                  apiserver_port: int | None = None,
                  catalogue_exclude: Callable[[EC2Type], bool] | None = None,
                  mutant: Mutant | None = None):
-        if mutant is not None and mutant.version != karpenter_version:
-            raise ClusterError(f"mutant {mutant.name} patches Karpenter {mutant.version}, "
-                               f"not {karpenter_version}")
         if karpenter_version not in versions.KARPENTER_VERSIONS:
             raise ClusterError(f"Karpenter {karpenter_version} is not built by local mode; "
                                f"choose one of {', '.join(versions.KARPENTER_VERSIONS)}")
@@ -50,7 +48,9 @@ class LocalCluster:
         self.karpenter_version = karpenter_version
         self.apiserver_port = apiserver_port
         self.catalogue_exclude = catalogue_exclude
-        self.mutant = mutant  # a patched Karpenter (the mutant matrix), or None for the release
+        # A patched Karpenter (the mutant matrix): it runs whenever Karpenter runs at the
+        # version it patches (at start, or once upgraded to it); None for the release.
+        self.mutant = mutant
         self.run_dir = build.cache_dir() / "clusters" / name
         self.kwok_workdir = self.run_dir / "kwok"
         self.kubeconfig = self.run_dir / "kubeconfig"
@@ -180,7 +180,11 @@ class LocalCluster:
             self.down()
         started = time.monotonic()
         try:
-            self._up()
+            # kwokctl picks etcd's and the controllers' ports itself, as "the first free one":
+            # two clusters created at once pick the same and one apiserver ends up on the
+            # other's etcd. Creations on this machine therefore take turns (about 5s each).
+            with file_lock(build.cache_dir() / "clusters" / ".create.lock"):
+                self._up()
         except BaseException:
             # Ctrl-C or a failure half-way: nothing of ours may stay running.
             log.warning("bring-up of %r failed; tearing down what was started", self.name)
