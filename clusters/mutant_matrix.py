@@ -37,6 +37,10 @@ REPORTS = ROOT / "reports"
 CONTROL = "control"
 # How long one child run may take: its cluster, its scenarios and their teardown.
 CHILD_DEADLINE_S = 1500
+# Provisioning takes 2-5s here (README); a mutant that stops it is caught after 60s, not the
+# suites' default 180s. The controls run with the same deadline, so a kill is never a
+# deadline too short for the unmutated build.
+DEFAULT_PYTEST_ARGS = ("--timeouts=provision=60",)
 
 
 def known_scenarios() -> set[str]:
@@ -318,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="clusters run at once")
     p.add_argument("--out", type=Path, default=REPORTS / "mutants")
     p.add_argument("--alluredir", type=Path, default=REPORTS / "allure-results")
-    p.add_argument("pytest_args", nargs="*", help="extra pytest options for every run")
+    p.add_argument("pytest_args", nargs="*", default=list(DEFAULT_PYTEST_ARGS),
+                   help="pytest options for every run, the controls included (default: "
+                        f"{' '.join(DEFAULT_PYTEST_ARGS)})")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     started = time.monotonic()

@@ -17,6 +17,14 @@ def labels_of(nodes, key: str) -> list[str]:
     return sorted(n.metadata.labels.get(key, "<unset>") for n in nodes)
 
 
+def assert_all_labelled(nodes, key: str, want: str, whose: str) -> None:
+    """Every node carries ``key=want``; the message names the nodes that do not."""
+    wrong = {n.metadata.name: n.metadata.labels.get(key, "<unset>") for n in nodes
+             if n.metadata.labels.get(key) != want}
+    assert not wrong, f"{whose}: expected {key}={want} on every node, but " + ", ".join(
+        f"{name} has {value}" for name, value in sorted(wrong.items()))
+
+
 @pytest.mark.scenario("weighting")
 def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, timings):
     """Weight-2 pool limited to the t family beside the default pool: new nodes are all t."""
@@ -39,8 +47,8 @@ def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, 
 
     with allure.step("expect every node from the weighted pool, all of category t"):
         nodes = list(expect.pods_on(pods).values())
-        assert labels_of(nodes, NODEPOOL) == [weighted.name] * len(nodes)
-        assert labels_of(nodes, CATEGORY) == ["t"] * len(nodes)
+        assert_all_labelled(nodes, NODEPOOL, weighted.name, "inflate's nodes")
+        assert_all_labelled(nodes, CATEGORY, "t", "inflate's nodes")
         expect.expect_nodes_satisfy(weighted, nodes)
         others = expect.nodeclaims(cheaper)
         assert not others, f"NodeClaims launched from the unweighted pool: {describe_claims(others)}"
@@ -65,8 +73,8 @@ def test_arm64_pods_run_on_graviton_nodes(nodepool_factory, inflate_factory, exp
         amd_nodes = expect.node_of_each_pod(expect.eventually_pods_running(amd, 2))
 
     with allure.step("expect each on nodes of its arch that Karpenter launched for the pool"):
-        assert labels_of(arm_nodes, ARCH) == ["arm64"] * len(arm_nodes)
-        assert labels_of(amd_nodes, ARCH) == ["amd64"] * len(amd_nodes)
+        assert_all_labelled(arm_nodes, ARCH, "arm64", "arm64 pods' nodes")
+        assert_all_labelled(amd_nodes, ARCH, "amd64", "amd64 pods' nodes")
         for nodes in (arm_nodes, amd_nodes):
             expect.expect_nodes_launched_by_karpenter(pool, nodes)
             expect.expect_nodes_satisfy(pool, nodes)
@@ -94,7 +102,7 @@ def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_f
     with allure.step(f"expect every node of the pool in {zone}"):
         nodes = expect.nodes(pool)
         assert len(nodes) == 4, f"{len(nodes)} nodes for 4 pods that each need their own"
-        assert labels_of(nodes, ZONE) == [zone] * len(nodes)
+        assert_all_labelled(nodes, ZONE, zone, f"NodePool {pool.name}")
         expect.expect_nodes_satisfy(pool, nodes)
 
 
@@ -146,8 +154,8 @@ def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, in
 
     with allure.step("expect Karpenter to launch the team's nodes from the team pool, tainted, "
                      "and the others' from the default pool"):
-        assert labels_of(on_team, NODEPOOL) == [team.name] * 3
-        assert labels_of(elsewhere, NODEPOOL) == [default.name] * 3
+        assert_all_labelled(on_team, NODEPOOL, team.name, "team-app pods' nodes")
+        assert_all_labelled(elsewhere, NODEPOOL, default.name, "other-app pods' nodes")
         expect.expect_nodes_satisfy(team, on_team)
         expect.expect_nodes_satisfy(default, elsewhere)
         # Karpenter decided where each pod goes: the team pool got no node for pods that

@@ -149,3 +149,24 @@ def test_eks_guard_refuses_a_real_cluster_that_is_not_opted_in(make_cluster):
     # Both in place: the guard lets it through to the next check (no Karpenter Deployment here).
     with pytest.raises(ClusterError, match="Karpenter is not installed"):
         EksCluster(name, local.kubeconfig, opt_in_name=name).up()
+
+
+def test_a_node_left_without_its_nodeclaim_fails_the_test_with_its_name(make_cluster,
+                                                                          monkeypatch):
+    from fixtures import plugin
+    from fixtures.isolation import TestScope
+    from fixtures.kube import Kube
+
+    c = make_cluster("leak")
+    info = c.up()
+    kube = Kube(info.kubeconfig)
+    scope = TestScope("run1", "abc123")
+    # What a leaking Karpenter leaves: a node of the test's pool, with no NodeClaim owning it.
+    kube.core.create_node({"metadata": {"name": "leaked-node", "labels": scope.labels}})
+    monkeypatch.setattr(plugin, "LEAK_GRACE_S", 2)
+    session = plugin.ClusterSession(c, info, kube, "run1")
+    with pytest.raises(plugin.LeakedNodes, match=r"left nodes behind .*leaked-node.*the harness "
+                                                 r"deleted \['leaked-node'\]"):
+        plugin._eventually_test_nodes_gone(session, scope, lambda: "")
+    eventually(lambda: Observation(not kube.nodes(scope.selector), "node still there"),
+               what="the leaked node to be deleted", timeout=30)

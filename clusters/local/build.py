@@ -166,6 +166,8 @@ def build(target: Target) -> Path:
 def build_all(only: list[Target] | None = None) -> list[Path]:
     """Build every missing target; targets sharing a module build in one `go build`."""
     wanted = only if only is not None else targets()
+    if all(t.path.exists() for t in wanted):
+        return [t.path for t in wanted]  # cached: never wait on another process's build
     with _build_lock():
         missing = [t for t in wanted if not t.path.exists()]
         if missing:
