@@ -29,9 +29,8 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old)
         inflate = inflate_factory(replicas=5, node_selector=pool.template_labels)
-        expect.eventually_pods_running(inflate, 5)
+        old_nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 5)))
         old_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
-        old_nodes = {c["status"]["nodeName"] for c in expect.nodeclaims(pool)}
 
     with allure.step("point the pool's nodeClassRef at newnode"):
         nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})

@@ -76,7 +76,7 @@ def test_arm64_pods_run_on_graviton_nodes(nodepool_factory, inflate_factory, exp
         assert_all_labelled(arm_nodes, ARCH, "arm64", "arm64 pods' nodes")
         assert_all_labelled(amd_nodes, ARCH, "amd64", "amd64 pods' nodes")
         for nodes in (arm_nodes, amd_nodes):
-            expect.expect_nodes_launched_by_karpenter(pool, nodes)
+            expect.eventually_nodes_launched_by_karpenter(pool, nodes)
             expect.expect_nodes_satisfy(pool, nodes)
     timings.notes["instance_types"] = ", ".join(labels_of(arm_nodes + amd_nodes, INSTANCE_TYPE))
 

@@ -28,7 +28,7 @@ def test_scale_up_provisions_nodes_that_satisfy_the_nodepool(
     with allure.step("expect 5 Running pods, on nodes Karpenter launched for the pool"):
         pods = expect.eventually_pods_running(inflate, 5)
         nodes = list(expect.pods_on(pods).values())
-        claims = expect.expect_nodes_launched_by_karpenter(pool, nodes)
+        claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
 
     with allure.step("expect every node to satisfy every requirement of the pool"):
         expect.expect_nodes_satisfy(pool, nodes)

@@ -135,3 +135,20 @@ def test_a_fault_has_options_and_no_diff(tmp_path):
     (tmp_path / "empty.fault").write_text("# regression: x\n# scenarios: a\n# family: b\n# version: v\n")
     with pytest.raises(ClusterError, match="without a '# fault: <options>' line"):
         mutants.parse(tmp_path / "empty.fault")
+
+
+def test_a_mutant_that_does_not_build_names_the_compiler_line(tmp_path, monkeypatch):
+    """A real `go build` of the pinned module with a broken patch: the error names the mutant
+    and the compiler's file:line, and nothing is cached."""
+    from clusters.local import build
+
+    (tmp_path / "broken.patch").write_text(
+        "# regression: does not compile\n# scenarios: provisioning\n# family: lifecycle\n"
+        "# version: v1.15.0\n"
+        "--- a/kwok/main.go\n+++ b/kwok/main.go\n@@ -31,3 +31,3 @@\n func main() {\n"
+        "-\tctx, op := operator.NewOperator()\n+\tctx, op := operator.NewOperator(1)\n"
+        " \tinstanceTypes, err := kwok.ConstructInstanceTypes(ctx)\n")
+    m = mutants.parse(tmp_path / "broken.patch")
+    with pytest.raises(ClusterError, match=r"mutant broken: does not build: .*main\.go:32"):
+        build.build_mutant(m)
+    assert not build.mutant_path(m).exists()
