@@ -112,12 +112,10 @@ def verdict(row: Row, control: Row, expect: str = "killed") -> str:
 
 
 class Matrix:
-    def __init__(self, selected: list[Mutant], out: Path, jobs: int, alluredir: Path | None,
-                 pytest_args: list[str]):
+    def __init__(self, selected: list[Mutant], out: Path, jobs: int, pytest_args: list[str]):
         self.mutants = selected
         self.out = out
         self.jobs = jobs
-        self.alluredir = alluredir
         self.pytest_args = pytest_args
         self.rows: dict[str, Row] = {m.name: Row(m.name, m.regression, m.family, list(m.scenarios))
                                      for m in selected}
@@ -265,8 +263,6 @@ def markdown(result: dict) -> str:
         for i, (scenario, cell) in enumerate(cells):
             head = [m["name"], m["regression"], f"**{m['status']}**"] if i == 0 else ["", "", ""]
             text = cell["message"] or ""
-            if m["error"] and i == 0 and not m["cells"]:
-                text = m["error"]
             tail = [str(m["build_s"]), str(m["run_s"])] if i == 0 else ["", ""]
             lines.append("| " + " | ".join(head + [scenario, cell["status"],
                                                     _cell_text(text)] + tail) + " |")
@@ -341,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    matrix = Matrix(selected, args.out, max(1, args.jobs), args.alluredir, args.pytest_args)
+    matrix = Matrix(selected, args.out, max(1, args.jobs), args.pytest_args)
     scenarios = sorted({s for m in selected for s in m.scenarios})
     print(f"mutant matrix: {len(selected)} mutants, scenarios {', '.join(scenarios)}, "
           f"{matrix.jobs} at a time", flush=True)

@@ -331,14 +331,16 @@ class LocalCluster:
             process.terminate(proc.pid)
             raise
 
+    def _runs_mutant(self, version: str) -> bool:
+        return self.mutant is not None and version == self.mutant.version
+
     def _build_name(self, version: str | None = None) -> str:
-        mutant = self.mutant
-        if mutant and (version or self.karpenter_version) == mutant.version:
-            return f"mutant {mutant.key}"
+        if self._runs_mutant(version or self.karpenter_version):
+            return f"mutant {self.mutant.key}"
         return "release"
 
     def _karpenter_binary(self, version: str) -> Path:
-        if self.mutant and version == self.mutant.version:
+        if self._runs_mutant(version):
             return build.build_mutant(self.mutant)
         return build.build(build.find("karpenter-kwok", version))
 
