@@ -25,8 +25,7 @@ setup: $(VENV)/.installed
 
 ## e2e: the main job: the scenario suites against a local cluster it brings up and down
 e2e: setup
-	$(PY) -m pytest suites -v -o log_cli=true --junitxml=reports/junit-e2e.xml \
-		--alluredir=reports/allure-results --clean-alluredir $(PYTEST_ARGS)
+	$(PY) -m pytest suites -v -o log_cli=true --reports-dir reports $(PYTEST_ARGS)
 
 ## test: the harness's own unit tests (what .ci/run runs)
 test: setup
@@ -51,7 +50,7 @@ mutants: setup
 ## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster
 scale: setup
 	$(PY) -m pytest suites/test_scale.py -v -o log_cli=true --run-scale \
-		--junitxml=reports/junit-scale.xml $(PYTEST_ARGS)
+		--reports-dir reports $(PYTEST_ARGS)
 
 ## sweep: delete leftovers of earlier runs older than MAX_AGE (SWEEP_ARGS="--dry-run" to list)
 MAX_AGE ?= 6h
@@ -60,14 +59,16 @@ SWEEP_ARGS ?=
 sweep: setup
 	$(PY) -m clusters.eks.sweep --kubeconfig $(SWEEP_KUBECONFIG) --max-age $(MAX_AGE) $(SWEEP_ARGS)
 
-## report: offline HTML report from the last run's Allure results (Allure 3 from npm)
+## report: offline HTML report from the last run's Allure results (Allure 3 from npm);
+## RESULTS=reports/upgrade-gate/allure-results for the gate's
+RESULTS ?= reports/latest/allure-results
 $(ALLURE):
 	npm install --no-audit --no-fund --prefix .tools/allure allure@$(ALLURE_VERSION)
 
 report: $(ALLURE)
-	@test -d reports/allure-results || { echo "no reports/allure-results: run make e2e first"; exit 1; }
+	@test -d $(RESULTS) || { echo "no $(RESULTS): run make e2e first"; exit 1; }
 	@if [ -n "$(HISTORY)" ]; then cp "$(HISTORY)" reports/history.jsonl; fi
-	cd reports && ../$(ALLURE) generate allure-results --config allurerc.mjs -o html
+	cd reports && ../$(ALLURE) generate $(abspath $(RESULTS)) --config allurerc.mjs -o html
 	@echo "report: reports/html/index.html"
 
 cluster-up: setup

@@ -46,6 +46,9 @@ class Cluster(Protocol):
 
     def reap_orphan_nodes(self, selector: str) -> list[str]: ...
 
+    # Teardown when Karpenter is gone: what the harness could remove itself ('Kind/name').
+    def remove_without_karpenter(self, selector: str) -> list[str]: ...
+
     def karpenter_running(self) -> bool: ...
 
     # Karpenter's lifecycle, for negative checks and the upgrade gate.

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     common = ["--cluster", args.cluster, "--cluster-name", args.cluster_name, "--keep-cluster",
-              "-p", "no:cacheprovider", "--alluredir", str(REPORTS / "allure-results")]
+              "-p", "no:cacheprovider", "--alluredir", str(args.out / "allure-results")]
     backend = backends.create(argparse.Namespace(
         cluster=args.cluster, cluster_name=args.cluster_name, karpenter_version=args.to_v,
         apiserver_port=None, catalogue_without=None))
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     (args.out / "verdict.md").write_text(markdown(v))
     from reports import allure_files
-    allure_files.attach_globally(REPORTS / "allure-results", "Upgrade gate verdict", markdown(v))
+    allure_files.attach_globally(args.out / "allure-results", "Upgrade gate verdict", markdown(v))
     print(markdown(v))
     return 0 if v["verdict"] == "pass" else 1
 

@@ -48,7 +48,8 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
         pods = expect.eventually_pods_running(inflate, 5)
         claims = expect.eventually_nodeclaims(pool, lambda cs: bool(cs) and all(
             nodeclass_of(c) == new for c in cs), f"every NodeClaim of the pool to use {new}")
-        assert set(expect.pods_on(pods)).isdisjoint(old_nodes)
+        on_old = sorted(set(expect.pods_on(pods)) & old_nodes)
+        assert not on_old, f"pods still on drifted nodes {on_old}"
 
     with allure.step("expect each replacement ready before Karpenter deleted a drifted node"):
         # Drift replaces, it does not just delete: the first old NodeClaim may only be deleted
@@ -135,7 +136,8 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, t
 
     with allure.step("expect the pods Running on new nodes"):
         pods = expect.eventually_pods_running(inflate, 2)
-        assert set(expect.pods_on(pods)).isdisjoint(first_nodes)
+        on_old = sorted(set(expect.pods_on(pods)) & first_nodes)
+        assert not on_old, f"pods still on expired nodes {on_old}"
     timings.record(created_to_expired_s=round(max(lived.values()), 1), expire_after_s=expire_after)
 
 

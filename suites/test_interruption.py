@@ -22,7 +22,9 @@ def test_spot_interruption_cordons_drains_and_replaces(nodepool_factory, inflate
         pods = expect.eventually_pods_running(inflate, 2)
         node = expect.node_of_each_pod(pods)[0]
         instance = aws_checks.instance_for_node(node.spec.provider_id)
-        assert instance.capacity_type == "spot" == node.metadata.labels[CAPACITY_TYPE]
+        label = node.metadata.labels.get(CAPACITY_TYPE)
+        assert instance.capacity_type == "spot" == label, \
+            f"node {node.metadata.name}: EC2 lifecycle {instance.capacity_type}, label {label}"
 
     with allure.step(f"send a spot interruption warning for {instance.instance_id}"):
         queue = aws_checks.queue_url(request.config.option.interruption_queue
@@ -39,4 +41,5 @@ def test_spot_interruption_cordons_drains_and_replaces(nodepool_factory, inflate
         expect.eventually(cordoned, f"node {node.metadata.name} to be cordoned")
         expect.watch_nodes_gone({node.metadata.name})
         after = expect.eventually_pods_running(inflate, 2)
-        assert node.metadata.name not in {p.spec.node_name for p in after}
+        assert node.metadata.name not in {p.spec.node_name for p in after}, \
+            f"pods still on interrupted node {node.metadata.name}"

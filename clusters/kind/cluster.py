@@ -97,6 +97,9 @@ class KindCluster:
     def reap_orphan_nodes(self, selector: str) -> list[str]:
         return self.local.reap_orphan_nodes(selector)
 
+    def remove_without_karpenter(self, selector: str) -> list[str]:
+        return self.local.remove_without_karpenter(selector)
+
     def karpenter_running(self) -> bool:
         return self.local.karpenter_running()
 

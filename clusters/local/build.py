@@ -175,9 +175,43 @@ def build_all(only: list[Target] | None = None) -> list[Path]:
         groups: dict[tuple, list[Target]] = {}
         for t in missing:
             groups.setdefault((t.module, t.version, t.ldflags, t.tags, t.toolchain), []).append(t)
+        cold = len(missing) == len(targets())
+        if cold:
+            last = last_build_time("cold build")
+            log.info("cold build of %d binaries in %d go builds; %s", len(missing), len(groups),
+                     f"the last one on this machine took {last / 60:.1f} min" if last
+                     else "no earlier cold build recorded on this machine")
+        started = time.monotonic()
         for group in groups.values():
             _build_group(group)
+        if cold:
+            _record_build_time("cold build", time.monotonic() - started)
     return [t.path for t in wanted]
+
+
+BUILD_BOUND_S = 3600  # no go build here has taken more than 20 min; past this it is stuck
+PROGRESS_S = 30
+
+
+def _times_file() -> Path:
+    return bin_dir() / ".build-times.json"
+
+
+def last_build_time(key: str) -> float | None:
+    """Seconds the last build of ``key`` took on this machine, if it was recorded."""
+    try:
+        return float(json.loads(_times_file().read_text())[key])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _record_build_time(key: str, seconds: float) -> None:
+    try:
+        times = json.loads(_times_file().read_text())
+    except (OSError, ValueError):
+        times = {}
+    times[key] = round(seconds, 1)
+    _times_file().write_text(json.dumps(times, indent=1, sort_keys=True))
 
 
 def _build_group(group: list[Target], cwd: Path | None = None,
@@ -186,7 +220,10 @@ def _build_group(group: list[Target], cwd: Path | None = None,
     replace the module directory and the cache paths (a mutant's patched copy)."""
     first = group[0]
     names = ", ".join(f"{t.name} {t.version}" for t in group)
-    log.warning("building %s with go build (a cold build takes minutes)", names)
+    key = names if outputs is None else f"mutant of {names}"
+    last = last_build_time(key)
+    estimate = f"last time on this machine: {last:.0f}s" if last else "no earlier build recorded"
+    log.info("building %s with go build (%s)", names, estimate)
     cwd = cwd or _module_dir(first)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=bin_dir(), prefix=".build-") as tmp:
@@ -196,15 +233,41 @@ def _build_group(group: list[Target], cwd: Path | None = None,
         if first.ldflags:
             cmd.append("-ldflags=" + " ".join(first.ldflags))
         cmd += [t.package for t in group]
-        proc = subprocess.run(cmd, cwd=cwd, env=_go_env(first), capture_output=True, text=True)
+        with open(Path(tmp) / "go-build.log", "w+") as out:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=_go_env(first), stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                _wait_with_progress(proc, names, started, last)
+            finally:
+                if proc.poll() is None:  # Ctrl-C or the bound: never leave a go build behind
+                    proc.kill()
+                    proc.wait()
+            out.seek(0)
+            output = out.read()
         if proc.returncode != 0:
             raise BuildFailed(f"go build of {names} failed in {cwd}:\n"
-                              + "\n".join((proc.stderr or proc.stdout).splitlines()[-30:]),
-                              proc.stderr or proc.stdout)
+                              + "\n".join(output.splitlines()[-30:]), output)
         for t in group:
             built = Path(tmp) / t.package.rsplit("/", 1)[-1]
             os.replace(built, (outputs or {}).get(t.name, t.path))  # a half-written binary is never cached
-    log.warning("built %s in %.0fs", names, time.monotonic() - started)
+    took = time.monotonic() - started
+    _record_build_time(key, took)
+    log.info("built %s in %.0fs", names, took)
+
+
+def _wait_with_progress(proc: subprocess.Popen, names: str, started: float,
+                        last: float | None) -> None:
+    while True:
+        try:
+            proc.wait(timeout=PROGRESS_S)
+            return
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            if elapsed > BUILD_BOUND_S:
+                raise BuildFailed(f"go build of {names} still running after {elapsed:.0f}s; "
+                                  f"stopped it", "") from None
+            log.info("still building %s: %.0fs so far%s", names, elapsed,
+                     f" (last time {last:.0f}s)" if last else "")
 
 
 class BuildFailed(ClusterError):

@@ -105,6 +105,21 @@ class LocalCluster:
             self.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false")
         return orphans
 
+    def remove_without_karpenter(self, selector: str) -> list[str]:
+        """With Karpenter gone nothing else will finish them: delete the NodeClaims, nodes
+        and NodeClasses matching ``selector``, finalizers included. Returns 'Kind/name' of
+        each. Locally nothing is left in a cloud by doing so."""
+        out = self.kubectl("get", "nodeclaims,nodes,kwoknodeclasses", "-l", selector, "-o",
+                           "jsonpath={range .items[*]}{.kind}/{.metadata.name}{'\\n'}{end}")
+        removed = [line.strip() for line in out.splitlines() if line.strip()]
+        for ref in removed:
+            kind, name = ref.split("/", 1)
+            resource = {"NodeClaim": "nodeclaim", "Node": "node"}.get(kind, "kwoknodeclass")
+            self.kubectl("patch", resource, name, "--type=merge",
+                         "-p", '{"metadata":{"finalizers":null}}', check=False)
+            self.kubectl("delete", resource, name, "--ignore-not-found", "--wait=false")
+        return removed
+
     def _kwokctl_cluster_dir(self) -> Path:
         return self.kwok_workdir / "clusters" / self.name
 
