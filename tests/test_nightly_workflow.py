@@ -144,3 +144,14 @@ def test_suites_leave_the_sweep_and_tear_down_their_time():
 def test_credentials_outlive_the_job():
     creds = steps()["aws-actions/configure-aws-credentials@v4"]["with"]
     assert creds["role-duration-seconds"] > eks_job()["timeout-minutes"] * 60
+
+
+# ---- 5, 6: tear-down order ---------------------------------------------------------------------
+def test_teardown_removes_karpenters_objects_before_karpenter_and_leftovers_before_the_stack():
+    run = steps()["tear down"]["run"]
+    order = ["karpenter-objects", "helm uninstall karpenter", '"${teardown[@]}" instances',
+             "eksctl delete cluster", 'leftovers --stack "Karpenter-${CLUSTER_NAME}"']
+    at = [run.index(step) for step in order]
+    assert at == sorted(at), dict(zip(order, at))
+    assert "aws cloudformation delete-stack" not in run  # the module deletes it and waits
+    assert "karpenter.k8s.aws/cluster" not in WORKFLOW.read_text()  # unset since v1.1
