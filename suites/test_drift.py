@@ -146,7 +146,7 @@ def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_fa
     """EC2NodeClass pinned to the EKS AL2023 AMI of minor-1, then the current one: nodes move."""
     old_ami, new_ami = aws_checks.drift_amis(cluster.info.versions["kubernetes"])
     with allure.step(f"given a NodeClass on {old_ami} (previous minor) and 3 pods on it"):
-        nodeclass = nodepool_factory.nodeclass("ami", spec={"amiSelectorTerms": [{"id": old_ami}]})
+        nodeclass = nodepool_factory.nodeclass("ami", spec=cluster.backend.ami_spec(old_ami))
         pool = nodepool_factory("default", nodeclass=nodeclass)
         inflate = inflate_factory(replicas=3, node_selector=pool.template_labels)
         old_nodes = expect.pods_on(expect.eventually_pods_running(inflate, 3))
@@ -154,7 +154,7 @@ def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_fa
         assert amis == {old_ami}, f"instances run {amis}"
 
     with allure.step(f"pin the NodeClass to {new_ami} (current minor)"):
-        nodepool_factory.patch_nodeclass(nodeclass, {"amiSelectorTerms": [{"id": new_ami}]})
+        nodepool_factory.patch_nodeclass(nodeclass, cluster.backend.ami_spec(new_ami))
         patched = time.time()
 
     with allure.step("expect the nodes drifted, replaced, and the new instances on the new AMI"):
