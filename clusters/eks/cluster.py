@@ -36,6 +36,10 @@ CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.kar
 CHART = "oci://public.ecr.aws/karpenter/karpenter"
 CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"
 DISCOVERY_KEY = "karpenter.sh/discovery"
+# An EC2 instance's launch, boot and kubelet join: about a minute, often two. Upstream's
+# expiration e2e (sigs.k8s.io/karpenter test/suites/disruption/expiration_test.go) uses
+# expireAfter 3m on real clouds against 30s on KWOK for the same reason.
+NODE_LAUNCH_S = 120
 # The bootstrap format of an AMI given by id: the EKS-optimized AL2023 AMIs the drift
 # scenario reads from SSM, and the default for --eks-ami ami-...
 AMI_FAMILY = "AL2023"
@@ -272,7 +276,8 @@ class EksCluster:
         info = ClusterInfo(mode=self.mode, name=self.name, kubeconfig=self.kubeconfig,
                            versions={"kubernetes": server, "karpenter": deployment.version},
                            nodeclass_group="karpenter.k8s.aws", nodeclass_kind="EC2NodeClass",
-                           nodeclass_version="v1", zones=self._zones())
+                           nodeclass_version="v1", zones=self._zones(),
+                           node_launch_s=NODE_LAUNCH_S)
         log.warning("using EKS cluster %r (Kubernetes %s, Karpenter %s in %s, zones %s)",
                     self.name, server, deployment.version, deployment.namespace,
                     ", ".join(info.zones))
