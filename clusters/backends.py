@@ -47,6 +47,8 @@ def add_options(add: Callable[..., Any], prefix: str = "--") -> None:
         help="eks: Karpenter's namespace (default: kube-system, then karpenter)")
     add(f"{prefix}eks-ami", dest="eks_ami", default="al2023@latest",
         help="eks: EC2NodeClass AMI alias or ami-... id")
+    add(f"{prefix}eks-ami-family", dest="eks_ami_family", default="AL2023",
+        help="eks: amiFamily of an --eks-ami ami-... id (AL2023, Bottlerocket, ...)")
     add(f"{prefix}interruption-queue", dest="interruption_queue", default=None,
         help="eks: Karpenter's interruption SQS queue name (default: cluster name)")
     add(f"{prefix}kind-image", dest="kind_image", default=None,
@@ -99,5 +101,6 @@ def create(opts: Any):
                           subnet_tag=opts.eks_subnet_tag,
                           security_group_tag=opts.eks_security_group_tag,
                           opt_in_name=opts.eks_opt_in,
-                          karpenter_namespace=opts.karpenter_namespace, ami=opts.eks_ami)
+                          karpenter_namespace=opts.karpenter_namespace, ami=opts.eks_ami,
+                          ami_family=getattr(opts, "eks_ami_family", "AL2023"))
     raise ClusterError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")

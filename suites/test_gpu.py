@@ -3,15 +3,14 @@
 import allure
 import pytest
 
-from fixtures.expect import INSTANCE_TYPE, describe_claims
+from fixtures.expect import GPU_COUNT, GPU_RESOURCE, INSTANCE_TYPE, describe_claims
 from fixtures.waits import Observation
 
-GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def is_gpu_node(node) -> bool:
-    return int(node.status.allocatable.get("nvidia.com/gpu", "0")) > 0
+    return int(node.status.allocatable.get(GPU_RESOURCE, "0")) > 0
 
 
 @pytest.mark.scenario("gpu-placement")
@@ -28,7 +27,10 @@ def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate
     with allure.step("scale both workloads to 2"):
         gpu.scale(2)
         cpu.scale(2)
-        gpu_nodes = expect.node_of_each_pod(expect.eventually_pods_running(gpu, 2))
+        # Fails at once, with the reason, if a Ready GPU node never advertises its GPUs.
+        with expect.throughout(expect.gpus_advertised(gpu_pool), "GPU nodes to advertise "
+                                                                 "nvidia.com/gpu"):
+            gpu_nodes = expect.node_of_each_pod(expect.eventually_pods_running(gpu, 2))
         cpu_nodes = expect.node_of_each_pod(expect.eventually_pods_running(cpu, 2))
 
     with allure.step("expect GPU pods on GPU nodes of the GPU pool only"):

@@ -280,3 +280,8 @@ def test_down_and_reap_touch_nothing():
     cluster.down()
     assert cluster.reap_orphan_nodes("karpenter-e2e/test=abc123") == []
     assert api.patches == [] and api.calls == []
+
+
+def test_up_reports_ec2s_launch_time_for_pacing(ec2):
+    from clusters.eks.cluster import NODE_LAUNCH_S
+    assert make(FakeApi(configmap={"cluster": NAME}), ec2=ec2).up().node_launch_s == NODE_LAUNCH_S

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clusters.errors import ClusterError
 from clusters.kind import cluster as kind_mode
@@ -81,24 +82,36 @@ def test_kind_with_podman_checks_podman(cluster, monkeypatch):
     assert tools.commands("docker") == []
 
 
-def test_taint_command(cluster, monkeypatch):
+def test_kind_config_registers_the_control_plane_tainted():
+    [node] = yaml.safe_load(kind_mode.kind_config())["nodes"]
+    assert node["role"] == "control-plane"
+    [patch] = [yaml.safe_load(p) for p in node["kubeadmConfigPatches"]]
+    assert patch["kind"] == "InitConfiguration"
+    taints = patch["nodeRegistration"]["taints"]
+    assert {"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"} in taints
+    # kind removes this one from a single-node cluster and fails if it is not there.
+    assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in taints
+
+
+def test_local_path_provisioner_gets_the_toleration_and_is_waited_for(cluster, monkeypatch):
     tools = use(monkeypatch, Tools())
-    cluster.taint_control_plane()
-    [cmd] = tools.ran
-    assert Path(cmd[0]).name.startswith("kubectl")
-    assert cmd[1:] == ["--kubeconfig", str(cluster.kubeconfig), "taint", "nodes",
-                       "-l", "node-role.kubernetes.io/control-plane",
-                       "CriticalAddonsOnly=true:NoSchedule", "--overwrite"]
-    assert cluster.kubeconfig == cluster.local.run_dir / "kubeconfig"
+    cluster.let_local_path_tolerate_the_taint()
+    patch, rollout = tools.ran
+    assert patch[1:] == ["--kubeconfig", str(cluster.kubeconfig), "-n", "local-path-storage",
+                         "patch", "deployment", "local-path-provisioner", "--type=json", "-p",
+                         '[{"op": "add", "path": "/spec/template/spec/tolerations/-", '
+                         '"value": {"key": "CriticalAddonsOnly", "operator": "Exists"}}]']
+    assert rollout[-4:] == ["rollout", "status", "deployment/local-path-provisioner",
+                            "--timeout=120s"]
 
 
-def test_taint_failure_is_an_error(cluster, monkeypatch):
-    use(monkeypatch, Tools(**{"kubectl-v1.36.3": (1, "", "nodes not found")}))
-    with pytest.raises(ClusterError, match="could not taint .*nodes not found"):
-        cluster.taint_control_plane()
+def test_local_path_failure_is_an_error(cluster, monkeypatch):
+    use(monkeypatch, Tools(**{"kubectl-v1.36.3": (1, "", "deployments not found")}))
+    with pytest.raises(ClusterError, match="local-path-provisioner cannot run .*not found"):
+        cluster.let_local_path_tolerate_the_taint()
 
 
-def test_up_creates_with_its_own_kubeconfig_then_taints_then_starts_kwok_and_karpenter(
+def test_up_creates_tainted_with_its_own_kubeconfig_then_starts_kwok_and_karpenter(
         cluster, monkeypatch):
     tools = use(monkeypatch, Tools())
     steps: list[str] = []
@@ -107,16 +120,19 @@ def test_up_creates_with_its_own_kubeconfig_then_taints_then_starts_kwok_and_kar
     monkeypatch.setattr(local, "_wait_api", lambda: steps.append("api"))
     monkeypatch.setattr(local, "kubectl", lambda *a, **k:
                         '{"serverVersion": {"gitVersion": "v1.35.1"}}')
-    monkeypatch.setattr(cluster, "taint_control_plane", lambda: steps.append("taint"))
+    monkeypatch.setattr(cluster, "let_local_path_tolerate_the_taint",
+                        lambda: steps.append("local-path"))
     monkeypatch.setattr(cluster, "start_kwok", lambda: steps.append("kwok"))
     monkeypatch.setattr(local, "start_karpenter", lambda version=None: steps.append("karpenter"))
 
     info = cluster.up()
 
     creates = [c for c in tools.commands("kind") if c[1:3] == ["create", "cluster"]]
-    assert creates == [["kind", "create", "cluster", "--name", "e2e", "--kubeconfig",
-                        str(local.run_dir / "kubeconfig"), "--wait", "120s"]]
-    assert steps == ["build", "api", "taint", "kwok", "karpenter"]
+    config = local.run_dir / "kind.yaml"
+    assert creates == [["kind", "create", "cluster", "--name", "e2e", "--config", str(config),
+                        "--kubeconfig", str(local.run_dir / "kubeconfig"), "--wait", "120s"]]
+    assert config.read_text() == kind_mode.kind_config()  # tainted at creation, not after
+    assert steps == ["build", "api", "local-path", "kwok", "karpenter"]
     assert local.catalogue_file.exists()
     assert (info.mode, info.name, info.kubeconfig) == ("kind", "e2e", local.run_dir / "kubeconfig")
     assert info.versions["kubernetes"] == "v1.35.1" and info.versions["kind"] == "v0.30.0"

@@ -36,6 +36,13 @@ CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.kar
 CHART = "oci://public.ecr.aws/karpenter/karpenter"
 CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"
 DISCOVERY_KEY = "karpenter.sh/discovery"
+# An EC2 instance's launch, boot and kubelet join: about a minute, often two. Upstream's
+# expiration e2e (sigs.k8s.io/karpenter test/suites/disruption/expiration_test.go) uses
+# expireAfter 3m on real clouds against 30s on KWOK for the same reason.
+NODE_LAUNCH_S = 120
+# The bootstrap format of an AMI given by id: the EKS-optimized AL2023 AMIs the drift
+# scenario reads from SSM, and the default for --eks-ami ami-...
+AMI_FAMILY = "AL2023"
 # stop_karpenter remembers the replica count on the Deployment itself, so a later
 # process (another xdist worker, the next run after a crash) can restore it.
 REPLICAS_BEFORE_STOP = "karpenter-e2e/replicas-before-stop"
@@ -149,6 +156,15 @@ def helm_upgrade_commands(version: str, *, namespace: str, kubeconfig: Path,
              "--reset-then-reuse-values"]]
 
 
+def ami_spec(ami: str, family: str = AMI_FAMILY) -> dict:
+    """The EC2NodeClass fields that select ``ami``: an alias ('al2023@latest') or an id
+    ('ami-...'). An id says nothing of how the AMI bootstraps, so the CRD requires
+    amiFamily with it (and rejects the object without)."""
+    if ami.startswith("ami-"):
+        return {"amiFamily": family, "amiSelectorTerms": [{"id": ami}]}
+    return {"amiSelectorTerms": [{"alias": ami}]}
+
+
 def run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
     """The one way eks mode runs a command (helm); tests replace it."""
     try:
@@ -164,7 +180,8 @@ class EksCluster:
                  region: str = "us-west-2", node_role: str | None = None,
                  subnet_tag: str | None = None, security_group_tag: str | None = None,
                  opt_in_name: str | None = None, karpenter_namespace: str | None = None,
-                 ami: str = "al2023@latest", api_factory=KubeApi, ec2=None):
+                 ami: str = "al2023@latest", ami_family: str = AMI_FAMILY,
+                 api_factory=KubeApi, ec2=None):
         self.name = cluster_name
         self.kubeconfig = Path(kubeconfig).expanduser()
         self.context = context
@@ -177,6 +194,7 @@ class EksCluster:
         self.karpenter_namespaces = ((karpenter_namespace,) if karpenter_namespace
                                      else KARPENTER_NAMESPACES)
         self.ami = ami
+        self.ami_family = ami_family
         self._api_factory = api_factory
         self._api = None
         self._ec2 = ec2
@@ -262,7 +280,8 @@ class EksCluster:
         info = ClusterInfo(mode=self.mode, name=self.name, kubeconfig=self.kubeconfig,
                            versions={"kubernetes": server, "karpenter": deployment.version},
                            nodeclass_group="karpenter.k8s.aws", nodeclass_kind="EC2NodeClass",
-                           nodeclass_version="v1", zones=self._zones())
+                           nodeclass_version="v1", zones=self._zones(),
+                           node_launch_s=NODE_LAUNCH_S)
         log.warning("using EKS cluster %r (Kubernetes %s, Karpenter %s in %s, zones %s)",
                     self.name, server, deployment.version, deployment.namespace,
                     ", ".join(info.zones))
@@ -287,14 +306,17 @@ class EksCluster:
     def logs(self) -> dict[str, Path]:
         return {}  # Karpenter logs from its pods (kubectl logs), not from files here
 
+    def ami_spec(self, ami: str) -> dict:
+        """EC2NodeClass spec fields pinning ``ami`` (for scenarios that change the AMI)."""
+        return ami_spec(ami, self.ami_family)
+
     def render_nodeclass(self, name: str, labels: dict[str, str]) -> dict:
-        ami = {"id": self.ami} if self.ami.startswith("ami-") else {"alias": self.ami}
         return {
             "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
             "metadata": {"name": name, "labels": dict(labels)},
             "spec": {
                 "role": self.node_role,
-                "amiSelectorTerms": [ami],
+                **self.ami_spec(self.ami),
                 "subnetSelectorTerms": [{"tags": {DISCOVERY_KEY: self.subnet_tag}}],
                 "securityGroupSelectorTerms": [{"tags": {DISCOVERY_KEY: self.security_group_tag}}],
                 # The run/test labels become instance tags: the sweeper finds leftovers by them.

@@ -19,6 +19,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 from clusters.base import ClusterInfo, Status
 from clusters.errors import ClusterError, CommandTimeout
 from clusters.local import build, catalogue, process, versions
@@ -29,9 +31,17 @@ from fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, even
 log = logging.getLogger(__name__)
 
 # Keeps the suites' pods off the kind node, so they stay pending until Karpenter's kwok
-# nodes exist; CoreDNS and other critical add-ons tolerate it.
-CONTROL_PLANE_TAINT = "CriticalAddonsOnly=true:NoSchedule"
-CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+# nodes exist; CoreDNS, kindnet and kube-proxy tolerate it.
+CRITICAL_ADDONS_ONLY = {"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}
+# kubeadm's own control-plane taint: naming taints replaces kubeadm's defaults, and kind
+# removes this one from a single-node cluster with `kubectl taint ... control-plane-`, which
+# fails if it is absent (sigs.k8s.io/kind v0.30.0 pkg/cluster/internal/create/actions/
+# kubeadminit/init.go).
+KUBEADM_CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+# kind's local-path-provisioner tolerates only the control-plane taint
+# (pkg/build/nodeimage/const_storage.go): without this it would stay Pending, and Karpenter
+# would launch a node for it inside some test's pool.
+LOCAL_PATH = ("local-path-storage", "local-path-provisioner")
 # What kwokctl's binary runtime gives kwok in local mode: node and pod lifecycle stages
 # from the kwok module, nodes picked by the annotation Karpenter's KWOK provider sets.
 KWOK_STAGES = ("kustomize/stage/node/fast/node-initialize.yaml",
@@ -58,6 +68,17 @@ def spawn(cmd: list[str], log_path: Path, cwd: Path) -> int:
     with open(log_path, "a") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True).pid
+
+
+def kind_config() -> str:
+    """The cluster's kind config: the control plane registers already tainted, so no pod
+    can land on it in a window between creation and a later taint."""
+    init = {"kind": "InitConfiguration",
+            "nodeRegistration": {"taints": [CRITICAL_ADDONS_ONLY, KUBEADM_CONTROL_PLANE]}}
+    return yaml.safe_dump({"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4",
+                           "nodes": [{"role": "control-plane",
+                                      "kubeadmConfigPatches": [yaml.safe_dump(init)]}]},
+                          sort_keys=False)
 
 
 def kwok_config(module_dir: Path) -> str:
@@ -147,11 +168,20 @@ class KindCluster:
         proc = self._kind("get", "clusters", timeout=30)
         return self.name in proc.stdout.split()
 
-    def taint_control_plane(self) -> None:
-        proc = run([str(build.find("kubectl").path), "--kubeconfig", str(self.kubeconfig),
-                    "taint", "nodes", "-l", CONTROL_PLANE, CONTROL_PLANE_TAINT, "--overwrite"])
-        if proc.returncode != 0:
-            raise ClusterError(f"could not taint kind's control-plane node: {proc.stderr.strip()}")
+    def let_local_path_tolerate_the_taint(self) -> None:
+        """Give kind's storage provisioner the control plane's toleration, and wait for it."""
+        namespace, name = LOCAL_PATH
+        kubectl = [str(build.find("kubectl").path), "--kubeconfig", str(self.kubeconfig),
+                   "-n", namespace]
+        toleration = {"key": CRITICAL_ADDONS_ONLY["key"], "operator": "Exists"}
+        for cmd in ([*kubectl, "patch", "deployment", name, "--type=json", "-p", json.dumps(
+                        [{"op": "add", "path": "/spec/template/spec/tolerations/-",
+                          "value": toleration}])],
+                    [*kubectl, "rollout", "status", f"deployment/{name}", "--timeout=120s"]):
+            proc = run(cmd, timeout=150)
+            if proc.returncode != 0:
+                raise ClusterError(f"kind's {name} cannot run on the tainted control plane "
+                                   f"({' '.join(cmd[4:7])}): {proc.stderr.strip()}")
 
     def start_kwok(self) -> None:
         """kwok as a local process against kind's API: it makes Karpenter's nodes Ready and
@@ -228,7 +258,9 @@ class KindCluster:
         local.logs_dir.mkdir(parents=True)
         build.build_all([build.find("kubectl"), build.find("kwok"),
                          build.find("karpenter-kwok", local.karpenter_version)])
-        proc = self._kind("create", "cluster", "--name", self.name,
+        config = local.run_dir / "kind.yaml"
+        config.write_text(kind_config())
+        proc = self._kind("create", "cluster", "--name", self.name, "--config", str(config),
                           "--kubeconfig", str(self.kubeconfig), "--wait", "120s",
                           *(["--image", self.node_image] if self.node_image else []), timeout=600)
         if proc.returncode != 0:
@@ -238,7 +270,7 @@ class KindCluster:
         server = json.loads(local.kubectl("version", "-o", "json"))["serverVersion"]["gitVersion"]
         local._save_state(name=self.name, kind=kind_version, kubernetes=server,
                           started=time.time())
-        self.taint_control_plane()
+        self.let_local_path_tolerate_the_taint()
         catalogue.write(local.catalogue_file, catalogue.select(local.catalogue_exclude))
         self.start_kwok()
         local.start_karpenter()  # installs the CRDs and default NodeClass first

@@ -10,6 +10,9 @@ ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 KARPENTER_VERSIONS = ("v1.15.0", "v1.14.3")  # newest release, previous minor
 KARPENTER = KARPENTER_VERSIONS[0]
+# eks mode: the AWS provider the nightly installs (its chart version, with a "v"). Its CRDs
+# and sources are read from the Go module cache by the harness's own tests.
+AWS_PROVIDER = "v1.15.2"
 
 # Karpenter v1.15.0 / v1.14.3 declare go >= 1.26.9 / 1.26.10; machines here have 1.26.8.
 # The go command fetches this toolchain from the module proxy (one ~76 MB download).

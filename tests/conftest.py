@@ -1,0 +1,95 @@
+"""Fixtures the harness's own tests share."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def provider_module() -> Path:
+    """The pinned Karpenter AWS provider module in the Go module cache (downloaded from the
+    module proxy the first time; never from the open internet)."""
+    from clusters.eks import provider
+    if not shutil.which("go"):
+        pytest.skip("Go is not on PATH: the AWS provider's CRDs and sources are read from the "
+                    f"Go module cache ({provider.MODULE}, go mod download)")
+    return provider.module_dir()
+
+
+@pytest.fixture
+def fake_aws(monkeypatch):
+    """moto's in-process AWS for the test's boto3 clients (dummy credentials, no network)."""
+    from moto import mock_aws
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        yield
+
+
+@pytest.fixture(scope="session")
+def bare_apiserver(tmp_path_factory):
+    """A kube-apiserver on its own etcd (local mode's cached binaries, no controllers, no
+    kwok, no Karpenter): enough to install CRDs and dry-run objects against their schema and
+    CEL rules, in a few seconds. Yields a kubectl runner bound to its kubeconfig."""
+    import subprocess
+
+    from clusters.local import build, process
+    from fixtures.waits import Observation, eventually
+
+    work = tmp_path_factory.mktemp("apiserver")
+    binaries = {n: build.build(build.find(n)) for n in ("etcd", "kube-apiserver", "kubectl")}
+    key = work / "sa.key"
+    subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True,
+                   capture_output=True)
+    token = "karpenter-e2e-test-token"
+    (work / "tokens.csv").write_text(f"{token},admin,admin,system:masters\n")
+    client, peer, secure = process.free_port(), process.free_port(), process.free_port()
+    procs = []
+
+    def spawn(name: str, args: list[str]) -> None:
+        with open(work / f"{name}.log", "w") as out:
+            procs.append(subprocess.Popen([str(binaries[name]), *args], stdout=out,
+                                          stderr=subprocess.STDOUT, cwd=work,
+                                          start_new_session=True))
+
+    try:
+        spawn("etcd", ["--name=default", f"--data-dir={work / 'etcd'}",
+                       f"--listen-client-urls=http://127.0.0.1:{client}",
+                       f"--advertise-client-urls=http://127.0.0.1:{client}",
+                       f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                       f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                       f"--initial-cluster=default=http://127.0.0.1:{peer}"])
+        spawn("kube-apiserver", [f"--etcd-servers=http://127.0.0.1:{client}",
+                                 "--bind-address=127.0.0.1", f"--secure-port={secure}",
+                                 f"--cert-dir={work / 'certs'}",
+                                 f"--token-auth-file={work / 'tokens.csv'}",
+                                 "--authorization-mode=AlwaysAllow",
+                                 "--service-cluster-ip-range=10.0.0.0/24",
+                                 "--service-account-issuer=https://kubernetes.default.svc",
+                                 f"--service-account-key-file={key}",
+                                 f"--service-account-signing-key-file={key}"])
+        kubeconfig = work / "kubeconfig"
+        kubeconfig.write_text(
+            "apiVersion: v1\nkind: Config\ncurrent-context: bare\n"
+            f"clusters: [{{name: bare, cluster: {{server: 'https://127.0.0.1:{secure}', "
+            "insecure-skip-tls-verify: true}}]\n"
+            f"users: [{{name: admin, user: {{token: {token}}}}}]\n"
+            "contexts: [{name: bare, context: {cluster: bare, user: admin}}]\n")
+
+        def kubectl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+            return subprocess.run([str(binaries["kubectl"]), f"--kubeconfig={kubeconfig}", *args],
+                                  input=stdin, capture_output=True, text=True, timeout=60)
+
+        def ready() -> Observation:
+            out = kubectl("get", "--raw", "/readyz")
+            return Observation(out.stdout.strip() == "ok", (out.stdout or out.stderr).strip()[-300:])
+
+        eventually(ready, what="a bare kube-apiserver's /readyz to answer ok", timeout=60,
+                   poll=0.5, diagnose=lambda: (work / "kube-apiserver.log").read_text()[-2000:])
+        yield kubectl
+    finally:
+        for proc in reversed(procs):
+            process.terminate(proc.pid)
