@@ -5,9 +5,8 @@ import time
 import allure
 import pytest
 
-from fixtures.expect import condition, describe_claims
+from fixtures.expect import condition
 from fixtures.pacing import ExpirationPacing
-from fixtures.waits import Observation
 from fixtures.timings import timestamp
 
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
@@ -82,15 +81,7 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
         # Karpenter's first act of a drift replacement is a new NodeClaim (seconds after the
         # Drifted mark); the whole replacement took 29-44s unblocked. Watching for the first
         # act over 60s gives a wide margin.
-        def untouched() -> Observation:
-            claims = expect.nodeclaims(pool)
-            names = {c["metadata"]["name"] for c in claims}
-            deleting = [c["metadata"]["name"] for c in claims if c["metadata"].get("deletionTimestamp")]
-            ok = names == old_claims and not deleting
-            return Observation(ok, f"NodeClaims {describe_claims(claims)}")
-
-        expect.consistently(untouched, f"NodeClaims {sorted(old_claims)} to stay, none added or "
-                                       f"deleting", duration=HOLD_S)
+        expect.consistently_nodeclaims_untouched(pool, old_claims, HOLD_S)
         expect.consistently_nodes_present(old_nodes, duration=1)
 
     with allure.step("remove the annotation from the pods"):

@@ -4,13 +4,12 @@ import allure
 import pytest
 
 from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, describe_claims
+from fixtures.workloads import ONE_PER_NODE
 
 ARCH = "kubernetes.io/arch"
 ZONE = "topology.kubernetes.io/zone"
 CATEGORY = "karpenter.k8s.aws/instance-category"
 NODEPOOL = "karpenter.sh/nodepool"
-ONE_PER_NODE = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-    "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "inflate"}}}]}}
 
 
 def labels_of(nodes, key: str) -> list[str]:

@@ -83,6 +83,7 @@ def test_karpenter_killed_mid_suite_costs_the_rest_of_the_run_seconds(tmp_path):
     # Kill it the way the issue saw it: SIGKILL while consolidation-empty has a node.
     out, after_kill = act_at_first_nodeclaim(
         proc, cluster, lambda: os.kill(cluster._state()["karpenter_pid"], signal.SIGKILL), 180)
+    print(f"measured: Karpenter SIGKILLed -> run over in {after_kill:.1f}s")
     assert proc.returncode == 1, out[-4000:]
     rows = [json.loads(line) for line in outcomes.read_text().splitlines()]
     failed = {r["scenario"]: r for r in rows if r["when"] == "call" and r["outcome"] == "failed"}
@@ -106,6 +107,7 @@ def test_ctrl_c_mid_scenario_exits_130_with_one_line(workers):
     proc = child(PROVISIONING, LIMITS, *workers, name=name)
     # What a terminal's Ctrl-C does: SIGINT to the whole process group.
     out, took = act_at_first_nodeclaim(proc, cluster, lambda: os.killpg(proc.pid, signal.SIGINT), 60)
+    print(f"measured: Ctrl-C ({'xdist' if workers else 'serial'}) -> exit in {took:.1f}s")
     assert proc.returncode == 130, out[-4000:]
     assert took < 10, f"Ctrl-C to exit took {took:.1f}s"
     ours = [line for line in out.splitlines() if line.startswith("karpenter-e2e: interrupted")]
@@ -122,6 +124,7 @@ def test_a_missing_kubeconfig_is_one_usage_error_before_any_test():
                            "-n", "2"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     took = time.monotonic() - started
     out = proc.stdout + proc.stderr
+    print(f"measured: missing kubeconfig -> usage error in {took:.1f}s")
     assert proc.returncode == 4, out  # pytest's usage error
     assert out.count("/nonexistent/kc") == 1, out
     assert not re.search(r"\b(passed|failed|error|skipped)\b", proc.stdout), out

@@ -1,0 +1,250 @@
+"""Disruption controls (karpenter.sh "Disruption" docs; upstream's disruption suites): NodePool
+budgets, the pod-level do-not-disrupt annotation and PodDisruptionBudgets decide whether, and
+how fast, Karpenter may take nodes away. Each scenario first shows Karpenter found a node it
+would disrupt, then that the control held it, then (the control lifted) that it went.
+"""
+
+import time
+
+import allure
+import pytest
+
+from fixtures.expect import condition
+from fixtures.workloads import ONE_PER_NODE
+
+DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
+EMPTY_AT_ONCE = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s"}
+# Unblocked, an empty node with consolidateAfter 0s is deleted within a disruption poll (10s)
+# plus the 15s command validation; a replacement's first act (a new NodeClaim) comes about as
+# soon (25 s at most). Holding 45 s without either leaves a wide margin.
+HOLD_S = 45
+# Once lifted: a poll, the validation, and for replacements a launch and a drain: measured
+# 53-56s for underutilized consolidation (consolidation-underutilized).
+UNBLOCKED_S = 120
+BLOCKED_BY_BUDGET = "No allowed disruptions for disruption reason {} due to blocking budget"
+
+
+def names(claims: list[dict]) -> set[str]:
+    return {c["metadata"]["name"] for c in claims}
+
+
+def consolidatable(claims: list[dict]) -> bool:
+    return bool(claims) and all((condition(c, "Consolidatable") or {}).get("status") == "True"
+                                for c in claims)
+
+
+@pytest.mark.scenario("budget-blocks")
+def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate_factory, expect,
+                                                       timings):
+    """Budget nodes "0": Karpenter finds the empty node Consolidatable, says the budget blocks
+    it, and leaves it; budget raised to 100%: the node goes."""
+    with allure.step('given a WhenEmpty pool (consolidateAfter 0s, budget nodes: "0"), inflate at 2'):
+        pool = nodepool_factory("default", spec={"disruption": {
+            **EMPTY_AT_ONCE, "budgets": [{"nodes": "0"}]}})
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
+        claims = names(expect.nodeclaims(pool))
+
+    with allure.step("scale inflate to 0"):
+        inflate.scale(0)
+        expect.eventually_pods_running(inflate, 0)
+        emptied = time.time()
+
+    with allure.step(f"expect the node Consolidatable, the budget named, nothing disrupted ({HOLD_S}s)"):
+        expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
+                                     f"Consolidatable", timeout=HOLD_S)
+        expect.eventually_karpenter_says(BLOCKED_BY_BUDGET.format("Empty"), about=[pool.name],
+                                         timeout=HOLD_S)
+        expect.consistently_nodeclaims_untouched(pool, claims, emptied + HOLD_S - time.time())
+
+    with allure.step("raise the budget to 100%"):
+        nodepool_factory.patch(pool, {"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}})
+        lifted = time.time()
+
+    with allure.step("expect the empty node gone"):
+        expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S,
+                                    what=f"NodeClaims {sorted(claims)} to go once the budget allows")
+        expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
+    timings.record(held_s=HOLD_S, lifted_to_consolidated_s=round(time.time() - lifted, 1))
+
+
+@pytest.mark.scenario("budget-by-reason")
+def test_budget_for_drift_does_not_block_empty_consolidation(nodepool_factory, inflate_factory,
+                                                             expect, timings):
+    """A budget nodes "0" for reason Drifted only: Karpenter says Drifted is blocked, and still
+    consolidates the empty node (reason Empty) as if no budget were there."""
+    with allure.step('given a WhenEmpty pool (consolidateAfter 0s) whose only budget is '
+                     'nodes: "0" for Drifted, and inflate at 2'):
+        pool = nodepool_factory("default", spec={"disruption": {
+            **EMPTY_AT_ONCE, "budgets": [{"nodes": "0", "reasons": ["Drifted"]}]}})
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
+        claims = names(expect.nodeclaims(pool))
+        expect.eventually_karpenter_says(BLOCKED_BY_BUDGET.format("Drifted"), about=[pool.name],
+                                         timeout=HOLD_S)
+
+    with allure.step("scale inflate to 0"):
+        inflate.scale(0)
+        expect.eventually_pods_running(inflate, 0)
+        emptied = time.time()
+
+    with allure.step("expect the empty node consolidated as if unbudgeted"):
+        expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S,
+                                    what=f"empty NodeClaims {sorted(claims)} to be consolidated")
+        expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
+        blocked = [e.message for e in expect.karpenter_events()
+                   if e.involved_object.name == pool.name
+                   and BLOCKED_BY_BUDGET.format("Empty") in (e.message or "")]
+        assert not blocked, f"Karpenter blocked Empty for {pool.name} by a Drifted-only budget: {blocked}"
+    timings.record(emptied_to_consolidated_s=round(time.time() - emptied, 1))
+
+
+@pytest.mark.scenario("budget-one-at-a-time")
+def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_factory, expect,
+                                                   timings):
+    """Budget nodes "1", three empty nodes: Karpenter deletes them one after another, never
+    starting the next before the last is gone (watched on every NodeClaim change)."""
+    with allure.step('given a WhenEmpty pool (consolidateAfter 0s, budget nodes: "1") and 3 '
+                     'pods one per node'):
+        pool = nodepool_factory("default", spec={"disruption": {
+            **EMPTY_AT_ONCE, "budgets": [{"nodes": "1"}]}})
+        inflate = inflate_factory(replicas=3, node_selector=pool.template_labels,
+                                  extra_pod_spec={"affinity": ONE_PER_NODE})
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 3)))
+        claims = names(expect.nodeclaims(pool))
+        assert len(claims) == 3, f"3 pods one per node on {len(claims)} NodeClaims"
+
+    with allure.step("scale inflate to 0"):
+        inflate.scale(0)
+        emptied = time.time()
+
+    with allure.step("expect all three gone, each deleted only after the one before was gone"):
+        ends = expect.watch_nodeclaims_end(pool, claims, timeout=3 * UNBLOCKED_S / 2,
+                                           what=f"empty NodeClaims {sorted(claims)} to go one by one")
+        order = sorted(ends.values(), key=lambda e: e.deleting_at or 0)
+        assert all(e.deleting_at for e in order), f"NodeClaims gone without a deletion seen: {order}"
+        for before, after in zip(order, order[1:]):
+            # deletionTimestamp has 1s resolution; gone_at is when the watch saw it vanish.
+            assert after.deleting_at >= before.gone_at - 1, \
+                f"NodeClaim {after.name} was deleted {before.gone_at - after.deleting_at:.0f}s " \
+                f"before {before.name} was gone: two disrupted at once under a budget of 1"
+        expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
+    timings.record(emptied_to_all_gone_s=round(max(e.gone_at for e in order) - emptied, 1),
+                   gaps_s=[round(b.deleting_at - a.gone_at, 1) for a, b in zip(order, order[1:])])
+
+
+@pytest.mark.scenario("pod-do-not-disrupt")
+def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_factory, expect,
+                                                    timings):
+    """Pods annotated karpenter.sh/do-not-disrupt on an underused node: Karpenter finds it
+    Consolidatable, names the pods as the reason and leaves it; annotation removed: it goes."""
+    with allure.step("given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 "
+                     "do-not-disrupt pods on one node"):
+        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
+            "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}})
+        inflate = inflate_factory(replicas=10, node_selector=pool.template_labels,
+                                  annotations=DO_NOT_DISRUPT)
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 10)))
+        claims = names(expect.nodeclaims(pool))
+
+    with allure.step("scale inflate to 2: the node is underused"):
+        inflate.scale(2)
+        pods = expect.eventually_pods_running(inflate, 2)
+        scaled = time.time()
+
+    with allure.step(f"expect the node Consolidatable, the pods named, nothing disrupted ({HOLD_S}s)"):
+        expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
+                                     f"Consolidatable", timeout=HOLD_S)
+        # Karpenter's own reason, on the node or its NodeClaim, when it rejects the candidate.
+        expect.eventually_karpenter_says(r'pod has "karpenter.sh/do-not-disrupt" annotation',
+                                         about=claims | nodes, timeout=HOLD_S)
+        expect.consistently_nodeclaims_untouched(pool, claims, scaled + HOLD_S - time.time())
+
+    with allure.step("remove the annotation from the pods"):
+        for pod in pods:
+            inflate.annotate_pod(pod.metadata.name, {"karpenter.sh/do-not-disrupt": None})
+        lifted = time.time()
+
+    with allure.step("expect the node replaced and the pods Running elsewhere"):
+        expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S,
+                                    what=f"NodeClaims {sorted(claims)} to be consolidated")
+        pods = expect.eventually_pods_running(inflate, 2)
+        on_old = sorted(set(expect.pods_on(pods)) & nodes)
+        assert not on_old, f"pods still on the consolidated nodes {on_old}"
+    timings.record(held_s=HOLD_S, lifted_to_consolidated_s=round(time.time() - lifted, 1))
+
+
+@pytest.mark.scenario("pdb-blocks")
+def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, inflate_factory,
+                                                              expect, timings):
+    """A PodDisruptionBudget maxUnavailable 0 over the pods of a drifted node: Karpenter marks
+    it Drifted, names the PDB as the reason and leaves it; PDB deleted: the node is replaced."""
+    with allure.step("given 2 pods with a PDB maxUnavailable 0 on an oldnode pool"):
+        old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
+        pool = nodepool_factory("default", nodeclass=old)
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
+        pdb = inflate_factory.pdb(inflate, max_unavailable=0)
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
+        claims = names(expect.nodeclaims(pool))
+
+    with allure.step("point the pool's nodeClassRef at newnode"):
+        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        drifted = time.time()
+        expect.eventually_drifted(pool, claims)
+
+    with allure.step(f"expect the PDB named, no replacement and no deletion while it stands ({HOLD_S}s)"):
+        expect.eventually_karpenter_says(r"pdb prevents pod evictions", about=claims | nodes,
+                                         timeout=HOLD_S)
+        expect.consistently_nodeclaims_untouched(pool, claims, drifted + HOLD_S - time.time())
+
+    with allure.step("delete the PDB"):
+        inflate_factory.delete_pdb(pdb)
+        lifted = time.time()
+
+    with allure.step("expect the drifted nodes replaced and the pods Running again"):
+        expect.watch_nodes_gone(nodes, timeout=UNBLOCKED_S,
+                                what=f"drifted nodes {sorted(nodes)} to be replaced")
+        expect.eventually_pods_running(inflate, 2)
+    timings.record(held_s=HOLD_S, lifted_to_replaced_s=round(time.time() - lifted, 1))
+
+
+TGP_S = 30  # the pool's terminationGracePeriod
+
+
+@pytest.mark.scenario("termination-grace")
+def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, inflate_factory,
+                                                         expect, timings):
+    """terminationGracePeriod 30s; do-not-disrupt pods on a drifted node: Karpenter still
+    replaces it (the grace period bounds the wait), and the node goes once the period is
+    over: not before (the pods held it), not long after."""
+    with allure.step(f"given 2 do-not-disrupt pods on an oldnode pool with terminationGracePeriod "
+                     f"{TGP_S}s"):
+        old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
+        pool = nodepool_factory("default", nodeclass=old, spec={"template": {"spec": {
+            "terminationGracePeriod": f"{TGP_S}s"}}})
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels,
+                                  annotations=DO_NOT_DISRUPT)
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
+        claims = names(expect.nodeclaims(pool))
+
+    with allure.step("point the pool's nodeClassRef at newnode"):
+        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        expect.eventually_drifted(pool, claims)
+
+    with allure.step(f"expect each drifted NodeClaim gone {TGP_S}s after Karpenter deleted it"):
+        # A replacement launch, then the deletion; the drain waits on the protected pods
+        # until the grace period runs out, then Karpenter deletes them and the node.
+        ends = expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S + TGP_S,
+                                           what=f"drifted NodeClaims {sorted(claims)} to go "
+                                                f"within terminationGracePeriod")
+        for end in ends.values():
+            assert end.deleting_at, f"NodeClaim {end.name} gone without a deletion seen: {end}"
+            held = end.gone_at - end.deleting_at
+            # deletionTimestamp has 1s resolution; the last 20s are termination's own steps.
+            assert TGP_S - 1 <= held <= TGP_S + 20, \
+                f"NodeClaim {end.name} was gone {held:.0f}s after its deletion; " \
+                f"terminationGracePeriod={TGP_S}s"
+        expect.watch_nodes_gone(nodes, timeout=30, what=f"drifted nodes {sorted(nodes)} to be gone")
+        expect.eventually_pods_running(inflate, 2)
+    timings.record(deletion_to_gone_s=[round(e.gone_at - e.deleting_at, 1) for e in ends.values()],
+                   termination_grace_period_s=TGP_S)
