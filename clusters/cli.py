@@ -20,8 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             from clusters.local import build
-            for path in build.build_all():
-                print(path)
+            paths = build.build_all()
+            print(f"{len(paths)} binaries ready in {build.bin_dir()}")
             return 0
         cluster = backends.create(args)
         if args.command == "up":

@@ -174,7 +174,7 @@ class Matrix:
         started = time.monotonic()
         with open(run_dir / "pytest.log", "w") as logf:
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+                                    stdin=subprocess.DEVNULL, preexec_fn=_interruptible)
             self.children.append(proc)
             try:
                 row.rc = proc.wait(timeout=CHILD_DEADLINE_S)
@@ -232,6 +232,12 @@ class Matrix:
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "controls": [asdict(c) for c in self.controls.values()],
                 "mutants": [asdict(r) for r in rows]}
+
+
+def _interruptible() -> None:
+    # A matrix started in the background (nohup, `cmd &`) ignores SIGINT, and children
+    # inherit that; stop_child's SIGINT must still make pytest tear its cluster down.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def stop_child(proc: subprocess.Popen, grace: float = 120) -> None:

@@ -63,6 +63,7 @@ class Mutant:
 
 
 def parse(path: Path) -> Mutant:
+    path = path.resolve()  # git apply runs inside the module copy, not where we were called
     name = path.name.removesuffix(".patch").removesuffix(".fault")
     text = path.read_text(errors="replace")
     header: dict[str, str] = {}

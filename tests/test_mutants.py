@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,13 +48,16 @@ def test_header_and_selection(tmp_path):
         mutants.parse(tmp_path / "bad.patch")
 
 
-def test_a_patch_that_does_not_apply_names_the_mutant_and_the_hunk(tmp_path):
+def test_a_patch_that_does_not_apply_names_the_mutant_and_the_hunk(tmp_path, monkeypatch):
     module = tmp_path / "module"
     module.mkdir()
     (module / "hello.go").write_text("package hello\n\nconst Limit = 10\n")
     module.chmod(0o555)
     (tmp_path / "ok.patch").write_text(PATCH)
-    out = mutants.apply(mutants.parse(tmp_path / "ok.patch"), module, tmp_path / "copy")
+    # A relative path, as `make mutants` (MUTANT_DIR=mutants) gives it: git apply runs in the
+    # copy, so the patch must be found from there too.
+    monkeypatch.chdir(tmp_path)
+    out = mutants.apply(mutants.parse(Path("ok.patch")), module, tmp_path / "copy")
     assert "1000" in (out / "hello.go").read_text()
     assert "= 10\n" in (module / "hello.go").read_text()  # the original is untouched
     (tmp_path / "stale.patch").write_text(PATCH.replace("const Limit = 10", "const Limit = 20"))
