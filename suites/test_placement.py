@@ -105,6 +105,33 @@ def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_f
         expect.expect_nodes_satisfy(pool, nodes)
 
 
+@pytest.mark.scenario("zonal-spread")
+def test_zone_spread_pods_get_one_node_per_zone(nodepool_factory, inflate_factory, expect):
+    """3 pods spread over zones (maxSkew 1, DoNotSchedule) in a pool allowing 4 zones:
+    Karpenter launches 3 NodeClaims in 3 different zones, where it would otherwise pack all
+    three one-CPU pods onto one node."""
+    with allure.step("given the default pool and inflate spread over zones"):
+        pool = nodepool_factory("default")
+        spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                   "labelSelector": {"matchLabels": {"app": "inflate"}}}]
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+                                  extra_pod_spec={"topologySpreadConstraints": spread})
+
+    with allure.step("scale inflate to 3"):
+        inflate.scale(3)
+        pods = expect.eventually_pods_running(inflate, 3)
+
+    with allure.step("expect three NodeClaims of the pool, one per zone, one pod in each zone"):
+        nodes = list(expect.pods_on(pods).values())
+        claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        all_claims = expect.nodeclaims(pool)
+        assert len(all_claims) == 3, f"{len(all_claims)} NodeClaims for 3 zone-spread pods: " \
+                                     f"{describe_claims(all_claims)}"
+        zones = {n.metadata.name: n.metadata.labels.get(ZONE) for n in nodes}
+        assert len(set(zones.values())) == 3 == len(claims), f"pods' nodes by zone: {zones}"
+        expect.expect_nodes_satisfy(pool, nodes)
+
+
 @pytest.mark.scenario("instance-exclusion")
 @pytest.mark.modes("local", "kind", reason="knowing Karpenter's cheapest pick needs the instance "
                    "catalogue it was given; EC2 prices are not known offline")

@@ -158,3 +158,43 @@ def test_instance_sizes_fit_the_requests(nodepool_factory, inflate_factory, expe
     timings.record(nodes=len(nodes), instance_cpu=instance_cpu(nodes.values()))
     timings.notes["instance_types"] = ", ".join(sorted(
         n.metadata.labels[INSTANCE_TYPE] for n in nodes.values()))
+
+
+@pytest.mark.scenario("daemonset-overhead")
+def test_daemonset_requests_are_counted_when_sizing_nodes(nodepool_factory, inflate_factory,
+                                                          expect, timings):
+    """A DaemonSet asking 1 CPU on the pool's nodes, then inflate at 3: every NodeClaim
+    Karpenter sizes holds its pods and the daemon, and the daemon runs on every node."""
+    with allure.step("given the default pool and a DaemonSet requesting 1 CPU on its nodes"):
+        pool = nodepool_factory("default")
+        daemon = inflate_factory.daemonset("overhead", cpu="1", node_selector=pool.template_labels)
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+
+    with allure.step("scale inflate to 3"):
+        inflate.scale(3)
+
+    with allure.step("expect the pods and a daemon pod Running on every node"):
+        pods = expect.eventually_pods_running(inflate, 3)
+        nodes = list(expect.pods_on(pods).values())
+        claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+
+        def daemons_running() -> Observation:
+            on = {p.spec.node_name for p in expect.kube.pods(inflate.namespace, f"app={daemon}")
+                  if p.status.phase == "Running"}
+            missing = sorted({n.metadata.name for n in nodes} - on)
+            return Observation(not missing, f"no Running {daemon} pod on {missing}")
+
+        expect.eventually(daemons_running, f"a Running {daemon} pod on each of the pool's nodes")
+
+    with allure.step("expect each NodeClaim's requests to count the daemon beside its pods"):
+        # Karpenter writes what it scheduled onto a NodeClaim as the claim's requests: the
+        # pods it placed there plus the DaemonSet pod every such node will run.
+        per_node = Counter(p.spec.node_name for p in pods)
+        short = {name: (float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"])),
+                        per_node[name] + 1)
+                 for name, c in claims.items()
+                 if float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"])) < per_node[name] + 1}
+        assert not short, "NodeClaims sized without the daemon's CPU (requests, pods + daemon): " \
+            + ", ".join(f"{n}: {got} < {want}" for n, (got, want) in short.items())
+    timings.record(nodes=len(nodes))
+    timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
