@@ -196,7 +196,7 @@ def test_a_build_shows_progress_and_the_last_duration(tmp_path, monkeypatch, cap
     target = build.Target("app", "v1", "example.com/app", "example.com/app/cmd/app")
     caplog.set_level(logging.INFO, logger=build.log.name)
     for _ in range(2):
-        build._build_group([target], cwd=tmp_path, outputs={"app": tmp_path / "app-bin"})
+        build._build_group([target], cwd=tmp_path)
     lines = [r.getMessage() for r in caplog.records]
     assert all(r.levelno == logging.INFO for r in caplog.records), caplog.records
     assert lines[0] == "building app v1 with go build (no earlier build recorded)"

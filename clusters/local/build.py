@@ -221,6 +221,8 @@ def _build_group(group: list[Target], cwd: Path | None = None,
     first = group[0]
     names = ", ".join(f"{t.name} {t.version}" for t in group)
     key = names if outputs is None else f"mutant of {names}"
+    if outputs:  # a mutant: name the binary, which carries the mutant's name and digest
+        names = ", ".join(p.name for p in outputs.values())
     last = last_build_time(key)
     estimate = f"last time on this machine: {last:.0f}s" if last else "no earlier build recorded"
     log.info("building %s with go build (%s)", names, estimate)
