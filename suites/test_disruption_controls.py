@@ -22,6 +22,10 @@ HOLD_S = 45
 # 53-56s for underutilized consolidation (consolidation-underutilized).
 UNBLOCKED_S = 120
 BLOCKED_BY_BUDGET = "No allowed disruptions for disruption reason {} due to blocking budget"
+# Karpenter's per-node "DisruptionBlocked" events (do-not-disrupt pods, PDBs) are deduplicated
+# per node for 2 minutes whatever their message (pkg/events/recorder.go): the first reason
+# published hides the rest, so they cannot be asserted. The pool-level budget event is keyed
+# by pool and reason, so it can.
 
 
 def names(claims: list[dict]) -> set[str]:
@@ -71,8 +75,8 @@ def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate
 @pytest.mark.scenario("budget-by-reason")
 def test_budget_for_drift_does_not_block_empty_consolidation(nodepool_factory, inflate_factory,
                                                              expect, timings):
-    """A budget nodes "0" for reason Drifted only: Karpenter says Drifted is blocked, and still
-    consolidates the empty node (reason Empty) as if no budget were there."""
+    """A budget nodes "0" for reason Drifted only: Karpenter consolidates the empty node
+    (reason Empty) as if no budget were there, and never says a budget blocks Empty."""
     with allure.step('given a WhenEmpty pool (consolidateAfter 0s) whose only budget is '
                      'nodes: "0" for Drifted, and inflate at 2'):
         pool = nodepool_factory("default", spec={"disruption": {
@@ -80,8 +84,6 @@ def test_budget_for_drift_does_not_block_empty_consolidation(nodepool_factory, i
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
         nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
         claims = names(expect.nodeclaims(pool))
-        expect.eventually_karpenter_says(BLOCKED_BY_BUDGET.format("Drifted"), about=[pool.name],
-                                         timeout=HOLD_S)
 
     with allure.step("scale inflate to 0"):
         inflate.scale(0)
@@ -137,7 +139,7 @@ def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_fac
 def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_factory, expect,
                                                     timings):
     """Pods annotated karpenter.sh/do-not-disrupt on an underused node: Karpenter finds it
-    Consolidatable, names the pods as the reason and leaves it; annotation removed: it goes."""
+    Consolidatable and leaves it; annotation removed: it is consolidated."""
     with allure.step("given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 "
                      "do-not-disrupt pods on one node"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
@@ -152,12 +154,9 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
         pods = expect.eventually_pods_running(inflate, 2)
         scaled = time.time()
 
-    with allure.step(f"expect the node Consolidatable, the pods named, nothing disrupted ({HOLD_S}s)"):
+    with allure.step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
         expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
                                      f"Consolidatable", timeout=HOLD_S)
-        # Karpenter's own reason, on the node or its NodeClaim, when it rejects the candidate.
-        expect.eventually_karpenter_says(r'pod has "karpenter.sh/do-not-disrupt" annotation',
-                                         about=claims | nodes, timeout=HOLD_S)
         expect.consistently_nodeclaims_untouched(pool, claims, scaled + HOLD_S - time.time())
 
     with allure.step("remove the annotation from the pods"):
@@ -178,7 +177,7 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
 def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, inflate_factory,
                                                               expect, timings):
     """A PodDisruptionBudget maxUnavailable 0 over the pods of a drifted node: Karpenter marks
-    it Drifted, names the PDB as the reason and leaves it; PDB deleted: the node is replaced."""
+    it Drifted and leaves it; PDB deleted: the node is replaced."""
     with allure.step("given 2 pods with a PDB maxUnavailable 0 on an oldnode pool"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old)
@@ -192,9 +191,7 @@ def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, 
         drifted = time.time()
         expect.eventually_drifted(pool, claims)
 
-    with allure.step(f"expect the PDB named, no replacement and no deletion while it stands ({HOLD_S}s)"):
-        expect.eventually_karpenter_says(r"pdb prevents pod evictions", about=claims | nodes,
-                                         timeout=HOLD_S)
+    with allure.step(f"expect no replacement and no deletion while the PDB stands ({HOLD_S}s)"):
         expect.consistently_nodeclaims_untouched(pool, claims, drifted + HOLD_S - time.time())
 
     with allure.step("delete the PDB"):
