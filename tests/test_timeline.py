@@ -1,0 +1,238 @@
+"""Timelines: the recorder's reductions from watch events, and the picture drawn from them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from fixtures.timeline import (Recording, Timeline, karpenter_events, machines,
+                               nodeclaim_series, pod_series, scale_marks)
+from reports import timeline_chart
+
+T0 = 1_790_000_000.0  # the test's start, wall clock
+DATA = Path(__file__).parent / "data"
+
+
+def iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(int(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod(name: str, phase: str, created: float, deleting: float | None = None) -> dict:
+    meta = {"name": name, "creationTimestamp": iso(created)}
+    if deleting:
+        meta["deletionTimestamp"] = iso(deleting)
+    return {"metadata": meta, "status": {"phase": phase}}
+
+
+def claim(name: str, created: float, node: str = "", deleting: float | None = None,
+          **conditions: float | tuple[bool, float]) -> dict:
+    """conditions: type=time it turned True, or type=(status, time)."""
+    meta = {"name": name, "creationTimestamp": iso(created),
+            "labels": {"node.kubernetes.io/instance-type": "c-4x-amd64-linux",
+                       "karpenter.sh/capacity-type": "on-demand"}}
+    if deleting:
+        meta["deletionTimestamp"] = iso(deleting)
+    conds = []
+    for ctype, value in conditions.items():
+        status, when = value if isinstance(value, tuple) else (True, value)
+        conds.append({"type": ctype, "status": "True" if status else "False",
+                      "lastTransitionTime": iso(when)})
+    return {"metadata": meta, "status": {"nodeName": node, "conditions": conds}}
+
+
+def node(name: str, created: float, ready: float | None, capacity: str = "on-demand",
+         deleting: float | None = None) -> dict:
+    meta = {"name": name, "creationTimestamp": iso(created),
+            "labels": {"node.kubernetes.io/instance-type": "c-4x-amd64-linux",
+                       "karpenter.sh/capacity-type": capacity}}
+    if deleting:
+        meta["deletionTimestamp"] = iso(deleting)
+    conds = [{"type": "Ready", "status": "True", "lastTransitionTime": iso(ready)}] if ready else []
+    return {"metadata": meta, "status": {"conditions": conds}}
+
+
+def event(uid: str, reason: str, kind: str, name: str, at: float, message: str = "",
+          namespace: str = "", count: int = 1) -> dict:
+    return {"metadata": {"uid": uid, "namespace": namespace or "default"}, "reason": reason,
+            "message": message, "count": count, "lastTimestamp": iso(at),
+            "involvedObject": {"kind": kind, "name": name, "namespace": namespace}}
+
+
+def empty_node_consolidated() -> Recording:
+    """consolidation-empty as the watches see it: 2 pods on one node, scaled to 0 at 40s,
+    the node Consolidatable at 70s, deleted at 80s, gone at 84s; recorder stopped at 90s."""
+    rec = Recording("abc123", T0, namespace="e2e-abc123")
+    t = T0
+    rec.observe("deployments", "ADDED", {"metadata": {"name": "inflate",
+                                                      "creationTimestamp": iso(t + 2)},
+                                         "spec": {"replicas": 2}}, t + 2)
+    for p in ("p1", "p2"):
+        rec.observe("pods", "ADDED", pod(p, "Pending", t + 2), t + 2)
+    rec.observe("nodeclaims", "ADDED", claim("nc1", t + 3), t + 3)
+    rec.observe("nodeclaims", "MODIFIED", claim("nc1", t + 3, Launched=t + 4), t + 4)
+    rec.observe("nodes", "ADDED", node("n1", t + 5, None), t + 5)
+    rec.observe("nodes", "MODIFIED", node("n1", t + 5, t + 7), t + 7)
+    rec.observe("nodeclaims", "MODIFIED", claim("nc1", t + 3, "n1", Launched=t + 4,
+                                                Registered=t + 6, Initialized=t + 8), t + 8)
+    for p in ("p1", "p2"):
+        rec.observe("pods", "MODIFIED", pod(p, "Running", t + 2), t + 9)
+    rec.observe("deployments", "MODIFIED", {"metadata": {"name": "inflate"},
+                                            "spec": {"replicas": 0}}, t + 40)
+    for p in ("p1", "p2"):
+        rec.observe("pods", "MODIFIED", pod(p, "Running", t + 2, deleting=t + 40), t + 40)
+        rec.observe("pods", "DELETED", pod(p, "Running", t + 2, deleting=t + 40), t + 41)
+    ready = dict(Launched=t + 4, Registered=t + 6, Initialized=t + 8)
+    rec.observe("nodeclaims", "MODIFIED", claim("nc1", t + 3, "n1", Consolidatable=t + 70,
+                                                **ready), t + 70)
+    rec.observe("events", "ADDED", event("e1", "DisruptionTerminating", "NodeClaim", "nc1",
+                                         t + 80, "Disrupting NodeClaim: Empty"), t + 80)
+    rec.observe("events", "ADDED", event("e2", "DisruptionTerminating", "Node", "n1", t + 80,
+                                         "Disrupting Node: Empty"), t + 80)
+    rec.observe("events", "ADDED", event("e3", "DisruptionTerminating", "Node", "other-node",
+                                         t + 80, "Disrupting Node: Empty"), t + 80)
+    rec.observe("events", "ADDED", event("e4", "Nominated", "Pod", "p9", t + 20, "elsewhere",
+                                         namespace="e2e-other"), t + 20)
+    rec.observe("events", "ADDED", event("e5", "DisruptionBlocked", "NodePool",
+                                         "default-zzz999", t + 20), t + 20)
+    rec.observe("nodeclaims", "MODIFIED", claim("nc1", t + 3, "n1", deleting=t + 80,
+                                                Consolidatable=t + 70, **ready), t + 80)
+    rec.observe("nodes", "MODIFIED", node("n1", t + 5, t + 7, deleting=t + 81), t + 81)
+    rec.observe("nodes", "DELETED", node("n1", t + 5, t + 7, deleting=t + 81), t + 84)
+    rec.observe("nodeclaims", "DELETED", claim("nc1", t + 3, "n1", deleting=t + 80), t + 85)
+    rec.stop(t + 90)
+    rec.observe("pods", "ADDED", pod("late", "Pending", t + 91), t + 91)  # after stop: ignored
+    return rec
+
+
+def value_at(series: dict, state: str, t: float) -> float:
+    """The step function's value at ``t`` seconds."""
+    i = max(i for i, x in enumerate(series["t"]) if x <= t)
+    return series[state][i]
+
+
+def test_pods_by_phase_from_watch_events():
+    s = pod_series(empty_node_consolidated())
+    assert value_at(s, "Pending", 3) == 2 and value_at(s, "Running", 3) == 0
+    assert value_at(s, "Running", 20) == 2 and value_at(s, "Pending", 20) == 0
+    assert value_at(s, "Terminating", 40.5) == 2
+    assert value_at(s, "Running", 50) == 0 and value_at(s, "Terminating", 50) == 0
+    assert s["t"][-1] == 90  # up to the recorder's stop; the pod seen after it is not counted
+    assert max(s["Pending"]) == 2
+
+
+def test_nodeclaims_by_state_and_their_condition_spells():
+    rec = empty_node_consolidated()
+    s = nodeclaim_series(rec)
+    assert value_at(s, "launching", 5) == 1 and value_at(s, "ready", 5) == 0
+    assert value_at(s, "ready", 30) == 1
+    assert value_at(s, "Consolidatable", 69) == 0 and value_at(s, "Consolidatable", 75) == 1
+    assert value_at(s, "deleting", 82) == 1 and value_at(s, "ready", 82) == 0
+    assert value_at(s, "deleting", 86) == 0  # gone at 85
+
+
+def test_a_nodeclaim_and_its_node_are_one_machine_timed_by_the_cluster():
+    (m,) = machines(empty_node_consolidated())
+    assert (m.claim, m.node, m.capacity_type) == ("nc1", "n1", "on-demand")
+    assert m.created == T0 + 3
+    assert m.ready == T0 + 7  # the node's Ready, before Karpenter's Initialized (8)
+    assert m.deleting == T0 + 80  # the NodeClaim's deletionTimestamp, before the node's
+    assert m.gone == T0 + 85 and m.consolidatable == [T0 + 70] and m.drifted == []
+
+
+def test_only_the_tests_own_karpenter_events_are_kept():
+    events = karpenter_events(empty_node_consolidated())
+    assert [(e["reason"], e["kind"], e["name"]) for e in events] == [
+        ("DisruptionTerminating", "NodeClaim", "nc1"), ("DisruptionTerminating", "Node", "n1")]
+    assert events[0]["t"] == T0 + 80
+
+
+def test_an_event_counted_again_is_a_new_occurrence_a_repeat_is_not():
+    rec = Recording("abc123", T0)
+    blocked = event("e1", "DisruptionBlocked", "NodePool", "default-abc123", T0 + 10)
+    rec.observe("events", "ADDED", blocked, T0 + 10)
+    rec.observe("events", "MODIFIED", blocked, T0 + 11)  # the same occurrence again
+    rec.observe("events", "MODIFIED", {**blocked, "count": 2, "lastTimestamp": iso(T0 + 70)},
+                T0 + 70)
+    rec.stop(T0 + 80)
+    assert [e["t"] - T0 for e in karpenter_events(rec)] == [10, 70]
+
+
+def test_scale_marks_come_from_the_deployments_replicas():
+    marks = scale_marks(empty_node_consolidated())
+    assert [(m.t - T0, m.label) for m in marks] == [(2, "inflate created (2)"), (40, "inflate 2→0")]
+
+
+def test_a_relist_ends_what_went_while_nobody_watched():
+    rec = Recording("abc123", T0)
+    rec.observe("nodes", "LISTED", node("n1", T0 + 1, T0 + 2), T0 + 2)
+    rec.observe("nodes", "LISTED", node("n2", T0 + 1, T0 + 2), T0 + 2)
+    rec.relisted("nodes", {"n2"}, T0 + 30)
+    rec.stop(T0 + 40)
+    gone = {m.node: m.gone for m in machines(rec)}
+    assert gone == {"n1": T0 + 30, "n2": None}
+
+
+def test_drift_turns_true_and_back():
+    rec = Recording("abc123", T0)
+    rec.observe("nodeclaims", "ADDED", claim("nc1", T0, Initialized=T0 + 5), T0 + 5)
+    rec.observe("nodeclaims", "MODIFIED", claim("nc1", T0, Initialized=T0 + 5, Drifted=T0 + 20),
+                T0 + 20)
+    rec.observe("nodeclaims", "MODIFIED", claim("nc1", T0, Initialized=T0 + 5,
+                                                Drifted=(False, T0 + 30)), T0 + 30)
+    rec.stop(T0 + 40)
+    (m,) = machines(rec)
+    assert m.spells["Drifted"] == [(T0 + 20, T0 + 30)] and m.drifted == [T0 + 20]
+
+
+def test_snapshot_is_relative_to_the_start_and_round_trips_through_json():
+    tl = Timeline("consolidation-empty", "suites/test_consolidation.py::test_x", "abc123",
+                  started=T0)
+    tl.recording = empty_node_consolidated()
+    tl.call = (T0 + 1, T0 + 86)
+    tl.band(T0 + 69, T0 + 110, "consolidateAfter 30s … + 35s tolerance")
+    tl.mark(T0 + 40, "scaled to 0")
+    snap = json.loads(json.dumps(tl.snapshot("passed")))
+    assert snap["call"] == [1, 86] and snap["duration"] == 90
+    assert snap["bands"] == [{"start": 69, "end": 110,
+                              "label": "consolidateAfter 30s … + 35s tolerance"}]
+    assert {"t": 40, "label": "scaled to 0"} in snap["marks"]
+    assert snap["machines"][0]["consolidatable"] == [70]
+    replayed = Recording.from_dict(snap["recording"])
+    assert pod_series(replayed) == snap["pods"]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+@pytest.mark.parametrize("outcome", ["passed", "failed"])
+def test_render_draws_every_lane_into_a_png(tmp_path, outcome):
+    tl = Timeline("consolidation-empty", "suites/test_consolidation.py::test_x", "abc123",
+                  started=T0)
+    tl.recording = empty_node_consolidated()
+    tl.call = (T0 + 1, T0 + 86)
+    tl.band(T0 + 69, T0 + 110, "consolidateAfter 30s … + 35s tolerance")
+    snap = tl.snapshot(outcome)
+    drawn = {}
+    path = timeline_chart.render(snap, tmp_path / "t.png", inspect=drawn)
+    width, height = png_size(path)
+    assert width >= 900 and height >= 500
+    assert path.stat().st_size < 200_000
+    assert drawn["lanes"] == ["pods", "NodeClaims", "NodeClaims / nodes", "Karpenter\nevents"]
+    assert drawn["title"] == f"consolidation-empty: {outcome.upper()}"
+    assert drawn["title_colour"] == timeline_chart.OUTCOME_COLOURS[outcome]
+    assert "consolidateAfter 30s … + 35s tolerance" in drawn["legend"]
+    assert ("test body ended (failed)" in drawn["legend"]) == (outcome == "failed")
+
+
+def test_render_copes_with_nothing_recorded(tmp_path):
+    tl = Timeline("provisioning", "suites/test_provisioning.py::test_x", "abc123", started=T0)
+    drawn = {}
+    timeline_chart.render(tl.snapshot("failed"), tmp_path / "empty.png", inspect=drawn)
+    assert drawn["lanes"] == ["pods", "NodeClaims", "NodeClaims / nodes"]
