@@ -58,7 +58,10 @@ def render(snap: dict, path: Path, dpi: int = 80, inspect: dict | None = None) -
     heights = [1.6, 1.6, min(0.9 + 0.28 * rows, 5.0)] + ([0.5 + 0.3 * len(reasons)] if reasons else [])
     fig = Figure(figsize=(13, sum(heights) + 1.9), layout="constrained")
     axes = fig.subplots(len(heights), 1, sharex=True, gridspec_kw={"height_ratios": heights})
+    # The whole of each band, even one that reaches past the end (a test that failed early),
+    # within reason.
     end = max(snap["duration"], 1.0)
+    end = min(max([end] + [b["end"] for b in snap["bands"]]), end * 1.5)
     for ax in axes:
         _backdrop(ax, snap, end)
     _pods(axes[0], snap["pods"])

@@ -5,10 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import struct
+import time
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from kubernetes.client.rest import ApiException
 
+from fixtures import timeline as timeline_module
 from fixtures.timeline import (Recording, Timeline, karpenter_events, machines,
                                nodeclaim_series, pod_series, scale_marks)
 from reports import timeline_chart
@@ -236,3 +241,116 @@ def test_render_copes_with_nothing_recorded(tmp_path):
     drawn = {}
     timeline_chart.render(tl.snapshot("failed"), tmp_path / "empty.png", inspect=drawn)
     assert drawn["lanes"] == ["pods", "NodeClaims", "NodeClaims / nodes"]
+
+
+SCENARIO = '''
+import time
+
+import pytest
+
+from fixtures import reporting
+from fixtures.timeline import Recording, Timeline
+
+
+@pytest.fixture
+def timeline(request):
+    t = Timeline("demo", request.node.nodeid, "abc123")
+    t.recording = Recording("abc123", t.started)
+    request.node.stash[reporting.TIMELINE] = t
+    yield t
+    t.recording.stop()
+
+
+@pytest.mark.scenario("demo")
+def test_fails(timeline):
+    timeline.band(time.time(), time.time() + 5, "a bound")
+    assert False, "boom"
+
+
+@pytest.mark.scenario("demo")
+def test_skips(timeline):
+    pytest.skip("not in this mode")
+'''
+
+
+def test_every_scenario_that_ran_gets_its_picture_on_its_allure_result(pytester, tmp_path):
+    """Through the real hooks (no cluster): the PNG lands on the test's own Allure result
+    (not a fixture's teardown) and in the run's timelines/; a skipped test gets none."""
+    pytester.makeconftest('pytest_plugins = ["fixtures.reporting", "fixtures.plugin"]')
+    pytester.makepyfile(test_demo=SCENARIO)
+    alluredir, reports = tmp_path / "allure", tmp_path / "reports"
+    result = pytester.runpytest_subprocess(f"--alluredir={alluredir}", f"--reports-dir={reports}",
+                                           "-p", "no:cacheprovider", "--cluster-name", "unused")
+    result.assert_outcomes(failed=1, skipped=1)
+    results = {r["name"]: r for r in (json.loads(f.read_text())
+                                      for f in alluredir.glob("*-result.json"))}
+    pictures = [a for a in results["test_fails"]["attachments"] if a["name"] == "timeline"]
+    assert len(pictures) == 1 and pictures[0]["type"] == "image/png"
+    png_size(alluredir / pictures[0]["source"])
+    assert not [a for a in results["test_skips"].get("attachments", []) if a["name"] == "timeline"]
+    (drawn,) = reports.glob("runs/*/timelines/*.png")
+    assert drawn.name.endswith("test_fails.png")
+    snap = json.loads(drawn.with_suffix(".json").read_text())
+    assert snap["outcome"] == "failed" and snap["bands"][0]["label"] == "a bound"
+
+
+class FakeKube:
+    """List functions the recorder calls: a first call fails (an apiserver hiccup), then
+    each lists its objects; the watch streams scripted events, then nothing."""
+
+    def __init__(self, objects: dict[str, list[dict]], events: dict[str, list[dict]]):
+        self.calls = Counter()
+        self.events = events
+
+        def lister(source: str):
+            def fn(*args, **kwargs):
+                if kwargs.get("watch"):
+                    raise AssertionError("watches go through the patched Watch")
+                self.calls[source] += 1
+                if self.calls[source] == 1:
+                    raise ApiException(status=500, reason="etcd leader changed")
+                body = {"metadata": {"resourceVersion": "10"}, "items": objects.get(source, [])}
+                return SimpleNamespace(data=json.dumps(body).encode())
+            fn.source = source
+            return fn
+
+        self.core = SimpleNamespace(list_namespaced_pod=lister("pods"),
+                                    list_node=lister("nodes"),
+                                    list_event_for_all_namespaces=lister("events"))
+        self.apps = SimpleNamespace(list_namespaced_deployment=lister("deployments"))
+        claims = lister("nodeclaims")
+        self.custom = SimpleNamespace(list_cluster_custom_object=lambda *a, **kw: claims(**kw))
+        self.custom.list_cluster_custom_object.source = "nodeclaims"
+
+
+def test_the_recorder_survives_api_errors_and_records_lists_and_watches(monkeypatch):
+    kube = FakeKube({"nodes": [node("n1", T0, T0 + 1)]},
+                    {"pods": [{"type": "ADDED", "object": pod("p1", "Pending", T0)}],
+                     "events": [{"type": "ADDED", "object": event(
+                         "e1", "DisruptionBlocked", "NodePool", "default-abc123", T0)}]})
+
+    class Watch:
+        def stream(self, fn, **kwargs):
+            source = getattr(fn, "source", None) or getattr(fn.func, "source", None)
+            yield from kube.events.pop(source, [])
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(timeline_module.watch, "Watch", Watch)
+    monkeypatch.setattr(timeline_module, "WINDOW", 0)
+    rec = Recording("abc123", T0)
+    recorder = timeline_module.TimelineRecorder(kube, "karpenter-e2e/test=abc123",
+                                                lambda: "e2e-abc123", rec).start()
+    deadline = time.time() + 10
+    while time.time() < deadline and not (rec.entries("pods") and rec.entries("events")
+                                          and rec.entries("nodes")):
+        time.sleep(0.05)
+    began = time.monotonic()
+    recorder.stop()
+    assert time.monotonic() - began < 0.1  # a stop never waits for a watch window
+    assert rec.errors["nodes: ApiException"] == 1  # counted, logged, retried: never raised
+    assert [i["name"] for _, _, i in rec.entries("pods")] == ["p1"]
+    assert [i["name"] for _, _, i in rec.entries("nodes")] == ["n1"]
+    assert [i["reason"] for _, _, i in rec.entries("events")] == ["DisruptionBlocked"]
+    assert rec.namespace == "e2e-abc123"
