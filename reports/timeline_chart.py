@@ -7,11 +7,12 @@ Lanes, top to bottom, sharing the time axis:
   Consolidatable);
 - one bar per NodeClaim and its node, coloured by capacity type and labelled with the
   instance type: pale while launching, solid once Ready, hatched while deleting;
-  ▲ where it turned Drifted, ◆ where it turned Consolidatable;
-- Karpenter's events about the test's objects, one row per reason.
+  ▼ where it turned Drifted, ◆ where it turned Consolidatable;
+- Karpenter's decisions about the test's objects and what got in their way (DisruptionBlocked,
+  Unconsolidatable, FailedDraining, ...), one row per event reason.
 
 Across all lanes: the scenario's bands (shaded, e.g. consolidateAfter and its tolerance)
-and marks (dashed lines, e.g. "inflate 3→0"); setup and teardown in grey; on a failed
+and marks (dotted lines, e.g. "inflate 3→0"); setup and teardown in grey; on a failed
 scenario, a red line where the test body ended.
 
 Input is the dict ``fixtures.timeline.Timeline.snapshot`` returns (also written as JSON next
@@ -35,13 +36,20 @@ CLAIM_STYLE = {"launching": ("#f28e2b", "-"), "ready": ("#4e79a7", "-"),
                "deleting": ("#79706e", "-"), "Drifted": ("#b07aa1", "--"),
                "Consolidatable": ("#9c755f", "--")}
 CAPACITY_COLOURS = {"on-demand": "#4e79a7", "spot": "#f28e2b", "reserved": "#76b7b2"}
+# Karpenter's decisions and what got in their way are drawn; the rest of its events (status
+# conditions such as Launched or Ready, which the lanes above show, Nominated, Evicted)
+# stay in the JSON.
 EVENT_STYLE = {"DisruptionTerminating": ("X", "#e15759"), "DisruptionLaunching": ("^", "#59a14f"),
                "DisruptionWaitingReadiness": ("o", "#edc948"), "DisruptionBlocked": ("s", "#000000"),
                "Unconsolidatable": ("D", "#79706e"), "ConsolidationCandidate": ("d", "#9c755f"),
                "ConsolidationRejected": ("x", "#9c755f"), "ConsolidationApproved": ("P", "#59a14f"),
-               "Nominated": ("|", "#bab0ac"), "FailedScheduling": ("v", "#e15759")}
-# Events whose message ends in the disruption reason ("Disrupting NodeClaim: Empty"): that
-# reason is written next to the marker.
+               "FailedDraining": ("v", "#f28e2b"), "TerminationGracePeriodExpiring": ("v", "#e15759"),
+               "FailedTermination": ("v", "#e15759"), "InsufficientCapacityError": ("v", "#e15759"),
+               "NodeClassNotReady": ("v", "#e15759"), "FailedConsistencyCheck": ("v", "#e15759"),
+               "NodeRepairBlocked": ("s", "#e15759"), "FailedScheduling": ("v", "#e15759"),
+               "NoCompatibleInstanceTypes": ("v", "#e15759")}
+# Events whose message ends in the disruption reason ("Disrupting NodeClaim: Empty") are
+# labelled with that reason; the others with the start of their message.
 REASON_IN_MESSAGE = ("DisruptionTerminating", "DisruptionLaunching")
 BAND_COLOURS = ["#b07aa1", "#76b7b2", "#edc948", "#ff9da7"]
 OUTCOME_COLOURS = {"passed": "#2e7d32", "failed": "#c62828", "error": "#c62828",
@@ -52,7 +60,8 @@ MAX_LABELLED_ROWS = 30  # more NodeClaims than this: bars only, no per-row text
 def render(snap: dict, path: Path, dpi: int = 80, inspect: dict | None = None) -> Path:
     """Draw ``snap`` into ``path`` (PNG or SVG, by suffix); returns ``path``. ``inspect``, if
     given, gets what was drawn (lane labels, title, legend entries), for tests."""
-    machines, events = snap["machines"], snap["events"]
+    machines = snap["machines"]
+    events = [e for e in snap["events"] if e["reason"] in EVENT_STYLE]
     reasons = list(dict.fromkeys(e["reason"] for e in events))
     rows = max(len(machines), 1)
     heights = [1.6, 1.6, min(0.9 + 0.28 * rows, 5.0)] + ([0.5 + 0.3 * len(reasons)] if reasons else [])
@@ -68,8 +77,8 @@ def render(snap: dict, path: Path, dpi: int = 80, inspect: dict | None = None) -
     _claims(axes[1], snap["nodeclaims"])
     _machines(axes[2], machines, end)
     if reasons:
-        _events(axes[3], events, reasons)
-    _mark_labels(axes[0], snap)
+        _events(axes[3], events, reasons, end)
+    _mark_labels(axes[0], snap, end)
     axes[-1].set_xlim(0, end)
     axes[-1].set_xlabel("seconds since the test started")
     _phase_labels(axes[-1], snap, end)
@@ -103,7 +112,7 @@ def _backdrop(ax, snap: dict, end: float) -> None:
         ax.axvspan(call[1], end, color="#eeeeee", zorder=0, lw=0)
     for i, band in enumerate(snap["bands"]):
         ax.axvspan(band["start"], band["end"], color=BAND_COLOURS[i % len(BAND_COLOURS)],
-                   alpha=0.25, zorder=0.5, lw=0)
+                   alpha=0.18, zorder=0.5, lw=0)
     for mark in snap["marks"]:
         ax.axvline(mark["t"], color="#333333", ls=":", lw=1, zorder=1)
     if call and snap["outcome"] != "passed":
@@ -111,11 +120,16 @@ def _backdrop(ax, snap: dict, end: float) -> None:
     ax.grid(axis="x", color="#dddddd", lw=0.5)
 
 
-def _mark_labels(ax, snap: dict) -> None:
-    for mark in snap["marks"]:
+def _mark_labels(ax, snap: dict, end: float) -> None:
+    """Each mark's label beside its line; labels of marks close together step right."""
+    last, step = None, 0
+    for mark in sorted(snap["marks"], key=lambda m: m["t"]):
+        close = last is not None and mark["t"] - last < end * 0.012 * (step + 1)
+        step = step + 1 if close else 0
+        last = mark["t"] if not close else last
         ax.annotate(mark["label"], (mark["t"], 1), xycoords=("data", "axes fraction"),
-                    xytext=(2, -2), textcoords="offset points", rotation=90, va="top",
-                    fontsize=7, color="#333333", clip_on=True,
+                    xytext=(2 + 10 * step, -2), textcoords="offset points", rotation=90, va="top",
+                    fontsize=7, color="#333333", clip_on=True, zorder=5,
                     bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
 
 
@@ -215,7 +229,7 @@ def _machines(ax, machines: list[dict], end: float) -> None:
     ax.set_ylim(-0.7, len(machines) - 0.3)
     if labelled:
         ax.set_yticks(range(len(machines)),
-                      [_short(m["node"] or m["claim"]) for m in reversed(machines)], fontsize=7)
+                      [_short(m["claim"] or m["node"]) for m in reversed(machines)], fontsize=7)
     else:
         ax.set_yticks([])
         ax.text(0.01, 0.98, f"{len(machines)} NodeClaims", transform=ax.transAxes, va="top",
@@ -236,21 +250,29 @@ def _short(name: str, keep: int = 22) -> str:
     return name if len(name) <= keep else "…" + name[-keep + 1:]
 
 
-def _events(ax, events: list[dict], reasons: list[str]) -> None:
+def _short_text(text: str, keep: int = 48) -> str:
+    return text if len(text) <= keep else text[:keep - 1] + "…"
+
+
+def _events(ax, events: list[dict], reasons: list[str], end: float) -> None:
     ax.set_ylabel("Karpenter\nevents")
     rows = {r: len(reasons) - 1 - i for i, r in enumerate(reasons)}
-    written = set()
+    written: dict[tuple[str, str], float] = {}
     for e in events:
         marker, colour = EVENT_STYLE.get(e["reason"], ("o", "#4e79a7"))
         y = rows[e["reason"]]
         ax.plot(e["t"], y, marker=marker, color=colour, ms=7, ls="", alpha=0.8)
-        if e["reason"] in REASON_IN_MESSAGE:
-            why = e["message"].rpartition(": ")[2]
-            key = (e["reason"], why, round(e["t"] / 5))
-            if key not in written:
-                written.add(key)
-                ax.annotate(why, (e["t"], y), xytext=(5, 3), textcoords="offset points",
-                            fontsize=7.5, color=colour)
+        why = (e["message"].rpartition(": ")[2] if e["reason"] in REASON_IN_MESSAGE
+               else _short_text(e["message"]))
+        # The same words again soon after (a Node's and its NodeClaim's, a retried drain):
+        # the marker only.
+        key = (e["reason"], why)
+        if why and e["t"] - written.get(key, -end) > end * 0.2:
+            written[key] = e["t"]
+            left = e["t"] > end * 0.7  # near the right edge: the words go left of the marker
+            ax.annotate(why, (e["t"], y), xytext=(-6 if left else 6, 0),
+                        textcoords="offset points", ha="right" if left else "left",
+                        fontsize=7, color="#333333", va="center", clip_on=True)
     ax.set_yticks(list(rows.values()), list(rows), fontsize=8)
     ax.set_ylim(-0.6, len(reasons) - 0.4)
 
