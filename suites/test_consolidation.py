@@ -49,7 +49,7 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
         deadline = emptied + CONSOLIDATE_AFTER + TOLERANCE
         timeline.mark(emptied, "emptied (lastPodEventTime)")
         timeline.band(emptied + CONSOLIDATE_AFTER - 1, deadline, f"consolidateAfter "
-                      f"{CONSOLIDATE_AFTER}s … +{TOLERANCE}s tolerance: empty nodes deleted")
+                      f"{CONSOLIDATE_AFTER}s … +{TOLERANCE}s: Consolidatable, deleted, gone")
         ends = expect.watch_nodeclaims_end(
             pool, {c["metadata"]["name"] for c in claims}, timeout=max(deadline - time.time(), 1),
             what=f"empty NodeClaims of nodes {sorted(nodes)} to be consolidated")

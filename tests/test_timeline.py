@@ -354,3 +354,10 @@ def test_the_recorder_survives_api_errors_and_records_lists_and_watches(monkeypa
     assert [i["name"] for _, _, i in rec.entries("nodes")] == ["n1"]
     assert [i["reason"] for _, _, i in rec.entries("events")] == ["DisruptionBlocked"]
     assert rec.namespace == "e2e-abc123"
+
+
+def test_a_timeline_in_a_traceback_is_one_line():
+    tl = Timeline("drift", "suites/test_drift.py::test_x", "abc123", started=T0)
+    tl.recording = empty_node_consolidated()
+    tl.band(T0, T0 + 60, "Drifted within 60s")
+    assert repr(tl) == f"Timeline(drift, 1 bands, 0 marks, {len(tl.recording.log)} observations)"
