@@ -255,24 +255,28 @@ def _short_text(text: str, keep: int = 48) -> str:
 
 
 def _events(ax, events: list[dict], reasons: list[str], end: float) -> None:
+    """A row per reason; each marker's words beside it where they fit: on the right, or on the
+    left near the right edge, never over the words before them on the row."""
     ax.set_ylabel("Karpenter\nevents")
     rows = {r: len(reasons) - 1 - i for i, r in enumerate(reasons)}
-    written: dict[tuple[str, str], float] = {}
+    # Seconds per character of the 7-point words (the lane is about 10 of the 13 inches).
+    per_char = end / (10 * 72 / (7 * 0.55))
+    free = {r: float("-inf") for r in reasons}  # where the next words on a row may begin
     for e in events:
         marker, colour = EVENT_STYLE.get(e["reason"], ("o", "#4e79a7"))
         y = rows[e["reason"]]
         ax.plot(e["t"], y, marker=marker, color=colour, ms=7, ls="", alpha=0.8)
         why = (e["message"].rpartition(": ")[2] if e["reason"] in REASON_IN_MESSAGE
                else _short_text(e["message"]))
-        # The same words again soon after (a Node's and its NodeClaim's, a retried drain):
-        # the marker only.
-        key = (e["reason"], why)
-        if why and e["t"] - written.get(key, -end) > end * 0.2:
-            written[key] = e["t"]
-            left = e["t"] > end * 0.7  # near the right edge: the words go left of the marker
-            ax.annotate(why, (e["t"], y), xytext=(-6 if left else 6, 0),
-                        textcoords="offset points", ha="right" if left else "left",
-                        fontsize=7, color="#333333", va="center", clip_on=True)
+        width = (len(why) + 2) * per_char
+        left = e["t"] + width > end
+        start = e["t"] - width if left else e["t"]
+        if not why or start < free[e["reason"]]:
+            continue
+        free[e["reason"]] = e["t"] if left else e["t"] + width
+        ax.annotate(why, (e["t"], y), xytext=(-6 if left else 6, 0), textcoords="offset points",
+                    ha="right" if left else "left", fontsize=7, color="#333333", va="center",
+                    clip_on=True)
     ax.set_yticks(list(rows.values()), list(rows), fontsize=8)
     ax.set_ylim(-0.6, len(reasons) - 0.4)
 
