@@ -87,6 +87,7 @@ def render(snap: dict, path: Path, dpi: int = 80, inspect: dict | None = None) -
     if inspect is not None:
         inspect.update(lanes=[ax.get_ylabel() for ax in axes], title=fig._suptitle.get_text(),
                        title_colour=fig._suptitle.get_color(),
+                       texts=[t.get_text() for t in fig.texts],
                        legend=[t.get_text() for t in legend.get_texts()] if legend else [])
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
@@ -102,14 +103,21 @@ def _title(fig: Figure, snap: dict) -> None:
         notes.append("recorder API errors (gaps possible): "
                      + ", ".join(f"{k}×{v}" for k, v in snap["errors"].items()))
     fig.text(0.99, 0.995, " · ".join(notes), ha="right", va="top", fontsize=8, color="#555555")
+    if snap.get("failure"):
+        fig.text(0.99, 0.975, snap["failure"], ha="right", va="top", fontsize=8.5,
+                 color=OUTCOME_COLOURS["failed"], wrap=True)
 
 
 def _backdrop(ax, snap: dict, end: float) -> None:
     """Setup/teardown in grey, the scenario's bands and marks, the failure line."""
     call = snap.get("call")
+    recorded = snap["duration"]
     if call:
         ax.axvspan(0, call[0], color="#eeeeee", zorder=0, lw=0)
-        ax.axvspan(call[1], end, color="#eeeeee", zorder=0, lw=0)
+        ax.axvspan(call[1], recorded, color="#eeeeee", zorder=0, lw=0)
+    if end > recorded:  # a band reaching past the recording: nothing was seen there
+        ax.axvspan(recorded, end, facecolor="none", hatch="..", edgecolor="#dddddd", lw=0,
+                   zorder=0)
     for i, band in enumerate(snap["bands"]):
         ax.axvspan(band["start"], band["end"], color=BAND_COLOURS[i % len(BAND_COLOURS)],
                    alpha=0.18, zorder=0.5, lw=0)
@@ -141,8 +149,11 @@ def _phase_labels(ax, snap: dict, end: float) -> None:
              "style": "italic", "va": "bottom"}
     if call[0] > end * 0.04:
         ax.annotate("setup", (call[0] / 2, 0.02), ha="center", **style)
-    if end - call[1] > end * 0.06:
-        ax.annotate("teardown", ((call[1] + end) / 2, 0.02), ha="center", **style)
+    recorded = snap["duration"]
+    if recorded - call[1] > end * 0.06:
+        ax.annotate("teardown", ((call[1] + recorded) / 2, 0.02), ha="center", **style)
+    if end - recorded > end * 0.1:
+        ax.annotate("not recorded", ((recorded + end) / 2, 0.02), ha="center", **style)
 
 
 def _bounds_legend(fig: Figure, snap: dict):

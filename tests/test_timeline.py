@@ -223,6 +223,8 @@ def test_render_draws_every_lane_into_a_png(tmp_path, outcome):
     tl.recording = empty_node_consolidated()
     tl.call = (T0 + 1, T0 + 86)
     tl.band(T0 + 69, T0 + 110, "consolidateAfter 30s … + 35s tolerance")
+    if outcome == "failed":
+        tl.failure = "NodeClaim nc1 marked Consolidatable 15s after it emptied"
     snap = tl.snapshot(outcome)
     drawn = {}
     path = timeline_chart.render(snap, tmp_path / "t.png", inspect=drawn)
@@ -234,6 +236,7 @@ def test_render_draws_every_lane_into_a_png(tmp_path, outcome):
     assert drawn["title_colour"] == timeline_chart.OUTCOME_COLOURS[outcome]
     assert "consolidateAfter 30s … + 35s tolerance" in drawn["legend"]
     assert ("test body ended (failed)" in drawn["legend"]) == (outcome == "failed")
+    assert (tl.failure in drawn["texts"]) == (outcome == "failed")  # what failed it, in words
 
 
 def test_render_copes_with_nothing_recorded(tmp_path):
@@ -292,6 +295,7 @@ def test_every_scenario_that_ran_gets_its_picture_on_its_allure_result(pytester,
     assert drawn.name.endswith("test_fails.png")
     snap = json.loads(drawn.with_suffix(".json").read_text())
     assert snap["outcome"] == "failed" and snap["bands"][0]["label"] == "a bound"
+    assert snap["failure"] == "boom"
 
 
 class FakeKube:
