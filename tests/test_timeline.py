@@ -365,3 +365,38 @@ def test_a_timeline_in_a_traceback_is_one_line():
     tl.recording = empty_node_consolidated()
     tl.band(T0, T0 + 60, "Drifted within 60s")
     assert repr(tl) == f"Timeline(drift, 1 bands, 0 marks, {len(tl.recording.log)} observations)"
+
+
+def recorded_consolidation_empty() -> Timeline:
+    """consolidation-empty as a local run's recorder saw it (tests/data: its watch log)."""
+    data = json.loads((DATA / "timeline-consolidation-empty.json").read_text())
+    tl = Timeline(data["scenario"], data["nodeid"], data["test_id"], started=data["started"])
+    tl.recording = Recording.from_dict(data["recording"])
+    tl.call = tuple(data["call"])
+    for band in data["bands"]:
+        tl.band(band["start"], band["end"], band["label"])
+    return tl
+
+
+def test_a_recorded_run_reduces_to_what_the_scenario_asserted():
+    tl = recorded_consolidation_empty()
+    snap = tl.snapshot("passed")
+    (band,) = snap["bands"]
+    (m,) = snap["machines"]  # 3 one-CPU pods on one node
+    assert m["capacity_type"] == "on-demand" and m["instance_type"]
+    assert band["start"] <= m["consolidatable"][0] <= m["deleting"] <= m["gone"] <= band["end"]
+    assert max(snap["pods"]["Running"]) == 3 and snap["pods"]["Running"][-1] == 0
+    assert [mk["label"] for mk in snap["marks"]][:2] == ["inflate created (3)", "inflate 3→0"]
+    empty = [e for e in snap["events"] if e["reason"] == "DisruptionTerminating"]
+    assert {e["kind"] for e in empty} == {"Node", "NodeClaim"}
+    assert all(e["message"].endswith(": Empty") for e in empty)
+    assert band["start"] <= empty[0]["t"] <= band["end"]
+    assert not snap["errors"]
+
+
+def test_a_recorded_run_renders(tmp_path):
+    drawn = {}
+    path = timeline_chart.render(recorded_consolidation_empty().snapshot("passed"),
+                                 tmp_path / "t.png", inspect=drawn)
+    png_size(path)
+    assert drawn["lanes"][-1] == "Karpenter\nevents"
