@@ -83,11 +83,15 @@ def render(snap: dict, path: Path, dpi: int = 80, inspect: dict | None = None) -
     axes[-1].set_xlabel("seconds since the test started")
     _phase_labels(axes[-1], snap, end)
     _title(fig, snap)
+    if snap.get("failure"):  # over the top lane, where the layout keeps room for it
+        axes[0].set_title(_short_text(snap["failure"], 180), loc="left", fontsize=8.5,
+                          color=OUTCOME_COLOURS["failed"])
     legend = _bounds_legend(fig, snap)
     if inspect is not None:
         inspect.update(lanes=[ax.get_ylabel() for ax in axes], title=fig._suptitle.get_text(),
                        title_colour=fig._suptitle.get_color(),
-                       texts=[t.get_text() for t in fig.texts],
+                       texts=[t.get_text() for t in fig.texts]
+                       + [axes[0].get_title(loc="left")],
                        legend=[t.get_text() for t in legend.get_texts()] if legend else [])
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
@@ -103,9 +107,6 @@ def _title(fig: Figure, snap: dict) -> None:
         notes.append("recorder API errors (gaps possible): "
                      + ", ".join(f"{k}×{v}" for k, v in snap["errors"].items()))
     fig.text(0.99, 0.995, " · ".join(notes), ha="right", va="top", fontsize=8, color="#555555")
-    if snap.get("failure"):
-        fig.text(0.99, 0.975, snap["failure"], ha="right", va="top", fontsize=8.5,
-                 color=OUTCOME_COLOURS["failed"], wrap=True)
 
 
 def _backdrop(ax, snap: dict, end: float) -> None:
@@ -235,6 +236,8 @@ def _machines(ax, machines: list[dict], end: float) -> None:
                     zorder=4)
         if labelled:
             text = m["instance_type"] or "type not known yet"
+            if not m["claim"]:  # a node no NodeClaim names (a leak, or one not registered)
+                text += " · node without a NodeClaim"
             ax.annotate(text, (start, y), xytext=(3, 0), textcoords="offset points",
                         va="center", fontsize=7.5, color="#222222", clip_on=True)
     ax.set_ylim(-0.7, len(machines) - 0.3)

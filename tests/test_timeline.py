@@ -236,7 +236,8 @@ def test_render_draws_every_lane_into_a_png(tmp_path, outcome):
     assert drawn["title_colour"] == timeline_chart.OUTCOME_COLOURS[outcome]
     assert "consolidateAfter 30s … + 35s tolerance" in drawn["legend"]
     assert ("test body ended (failed)" in drawn["legend"]) == (outcome == "failed")
-    assert (tl.failure in drawn["texts"]) == (outcome == "failed")  # what failed it, in words
+    # What failed it, in words, over the top lane.
+    assert ("NodeClaim nc1 marked" in " ".join(drawn["texts"])) == (outcome == "failed")
 
 
 def test_render_copes_with_nothing_recorded(tmp_path):
