@@ -39,15 +39,17 @@ CAPACITY_COLOURS = {"on-demand": "#4e79a7", "spot": "#f28e2b", "reserved": "#76b
 # Karpenter's decisions and what got in their way are drawn; the rest of its events (status
 # conditions such as Launched or Ready, which the lanes above show, Nominated, Evicted)
 # stay in the JSON.
+PROBLEM = ("v", "#e15759")
 EVENT_STYLE = {"DisruptionTerminating": ("X", "#e15759"), "DisruptionLaunching": ("^", "#59a14f"),
-               "DisruptionWaitingReadiness": ("o", "#edc948"), "DisruptionBlocked": ("s", "#000000"),
-               "Unconsolidatable": ("D", "#79706e"), "ConsolidationCandidate": ("d", "#9c755f"),
-               "ConsolidationRejected": ("x", "#9c755f"), "ConsolidationApproved": ("P", "#59a14f"),
-               "FailedDraining": ("v", "#f28e2b"), "TerminationGracePeriodExpiring": ("v", "#e15759"),
-               "FailedTermination": ("v", "#e15759"), "InsufficientCapacityError": ("v", "#e15759"),
-               "NodeClassNotReady": ("v", "#e15759"), "FailedConsistencyCheck": ("v", "#e15759"),
-               "NodeRepairBlocked": ("s", "#e15759"), "FailedScheduling": ("v", "#e15759"),
-               "NoCompatibleInstanceTypes": ("v", "#e15759")}
+               "DisruptionWaitingReadiness": ("o", "#edc948"),
+               "DisruptionBlocked": ("s", "#000000"), "Unconsolidatable": ("D", "#79706e"),
+               "ConsolidationCandidate": ("d", "#9c755f"), "ConsolidationRejected": ("x", "#9c755f"),
+               "ConsolidationApproved": ("P", "#59a14f"), "FailedDraining": ("v", "#f28e2b"),
+               "NodeRepairBlocked": ("s", "#e15759"),
+               **dict.fromkeys(("TerminationGracePeriodExpiring", "FailedTermination",
+                                "InsufficientCapacityError", "NodeClassNotReady",
+                                "FailedConsistencyCheck", "FailedScheduling",
+                                "NoCompatibleInstanceTypes"), PROBLEM)}
 # Events whose message ends in the disruption reason ("Disrupting NodeClaim: Empty") are
 # labelled with that reason; the others with the start of their message.
 REASON_IN_MESSAGE = ("DisruptionTerminating", "DisruptionLaunching")
@@ -64,7 +66,8 @@ def render(snap: dict, path: Path, dpi: int = 80, inspect: dict | None = None) -
     events = [e for e in snap["events"] if e["reason"] in EVENT_STYLE]
     reasons = list(dict.fromkeys(e["reason"] for e in events))
     rows = max(len(machines), 1)
-    heights = [1.6, 1.6, min(0.9 + 0.28 * rows, 5.0)] + ([0.5 + 0.3 * len(reasons)] if reasons else [])
+    heights = [1.6, 1.6, min(0.9 + 0.28 * rows, 5.0)]
+    heights += [0.5 + 0.3 * len(reasons)] if reasons else []
     fig = Figure(figsize=(13, sum(heights) + 1.9), layout="constrained")
     axes = fig.subplots(len(heights), 1, sharex=True, gridspec_kw={"height_ratios": heights})
     # The whole of each band, even one that reaches past the end (a test that failed early),

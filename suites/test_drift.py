@@ -32,7 +32,7 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
     with allure.step("point the pool's nodeClassRef at newnode"):
         nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
         patched = float(int(time.time()))  # the 1s resolution of condition timestamps
-        timeline.band(patched, patched + DRIFT_MARK_S, f"NodeClaims Drifted within {DRIFT_MARK_S}s")
+        timeline.band(patched, patched + DRIFT_MARK_S, f"Drifted within {DRIFT_MARK_S}s")
 
     with allure.step("expect the old NodeClaims to be marked Drifted"):
         drifted = expect.eventually_drifted(pool, old_claims)

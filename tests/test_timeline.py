@@ -168,7 +168,8 @@ def test_an_event_counted_again_is_a_new_occurrence_a_repeat_is_not():
 
 def test_scale_marks_come_from_the_deployments_replicas():
     marks = scale_marks(empty_node_consolidated())
-    assert [(m.t - T0, m.label) for m in marks] == [(2, "inflate created (2)"), (40, "inflate 2→0")]
+    assert [(m.t - T0, m.label) for m in marks] == [(2, "inflate created (2)"),
+                                                    (40, "inflate 2→0")]
 
 
 def test_a_relist_ends_what_went_while_nobody_watched():
@@ -401,3 +402,19 @@ def test_a_recorded_run_renders(tmp_path):
                                  tmp_path / "t.png", inspect=drawn)
     png_size(path)
     assert drawn["lanes"][-1] == "Karpenter\nevents"
+
+
+def test_with_xdist_workers_the_pictures_reach_the_runs_allure_results_too(pytester, tmp_path):
+    """--reports-dir alone, -n 2: each worker writes its tests' Allure results (with their
+    timelines) into the run's allure-results, as a serial run does."""
+    pytester.makeconftest('pytest_plugins = ["fixtures.reporting", "fixtures.plugin"]')
+    skip = 'def test_skips(timeline):\n    pytest.skip("not in this mode")'
+    pytester.makepyfile(test_demo=SCENARIO.replace(skip, "def test_passes(timeline):\n    pass"))
+    reports = tmp_path / "reports"
+    result = pytester.runpytest_subprocess("-n", "2", f"--reports-dir={reports}",
+                                           "-p", "no:cacheprovider", "--cluster-name", "unused")
+    result.assert_outcomes(failed=1, passed=1)
+    results = [json.loads(f.read_text())
+               for f in reports.glob("runs/*/allure-results/*-result.json")]
+    assert sorted((r["name"], [a["name"] for a in r.get("attachments", [])].count("timeline"))
+                  for r in results) == [("test_fails", 1), ("test_passes", 1)]
