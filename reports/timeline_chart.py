@@ -16,7 +16,8 @@ and marks (dotted lines, e.g. "inflate 3→0"); setup and teardown in grey; on a
 scenario, a red line where the test body ended.
 
 Input is the dict ``fixtures.timeline.Timeline.snapshot`` returns (also written as JSON next
-to the picture); ``python -m reports.timeline_chart SNAPSHOT.json OUT.png`` re-renders one.
+to the picture); ``python -m reports.timeline_chart SNAPSHOT.json OUT.png`` draws one again,
+from its recording.
 """
 
 from __future__ import annotations
@@ -302,7 +303,11 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m reports.timeline_chart SNAPSHOT.json OUT.png", file=sys.stderr)
         return 2
-    render(json.loads(Path(argv[0]).read_text()), Path(argv[1]))
+    snap = json.loads(Path(argv[0]).read_text())
+    if "declared" in snap:  # reduce the recording again, with this version's reductions
+        from fixtures.timeline import Timeline
+        snap = Timeline.from_snapshot(snap).snapshot(snap["outcome"])
+    render(snap, Path(argv[1]))
     return 0
 
 

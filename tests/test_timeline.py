@@ -209,6 +209,9 @@ def test_snapshot_is_relative_to_the_start_and_round_trips_through_json():
     assert snap["machines"][0]["consolidatable"] == [70]
     replayed = Recording.from_dict(snap["recording"])
     assert pod_series(replayed) == snap["pods"]
+    again = Timeline.from_snapshot(snap).snapshot("passed")
+    assert {k: v for k, v in again.items() if k != "recording"} == \
+        {k: v for k, v in snap.items() if k != "recording"}
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -418,3 +421,16 @@ def test_with_xdist_workers_the_pictures_reach_the_runs_allure_results_too(pytes
                for f in reports.glob("runs/*/allure-results/*-result.json")]
     assert sorted((r["name"], [a["name"] for a in r.get("attachments", [])].count("timeline"))
                   for r in results) == [("test_fails", 1), ("test_passes", 1)]
+
+
+def test_whole_second_stamps_are_sharpened_by_when_the_watch_saw_them():
+    """deletionTimestamp says 80 (80.0-80.99); the watch saw it at 80.6: 80.6. A stamp seen
+    much later (a re-list) stays within its second."""
+    rec = Recording("abc123", T0)
+    rec.observe("nodeclaims", "ADDED", claim("nc1", T0 + 3), T0 + 3.4)
+    rec.observe("nodeclaims", "MODIFIED", claim("nc1", T0 + 3, deleting=T0 + 80), T0 + 80.6)
+    rec.observe("nodes", "LISTED", node("n1", T0 + 5, T0 + 7), T0 + 30)
+    rec.stop(T0 + 90)
+    by_name = {m.claim or m.node: m for m in machines(rec)}
+    assert by_name["nc1"].created == T0 + 3.4 and by_name["nc1"].deleting == T0 + 80.6
+    assert by_name["n1"].created == T0 + 6 and by_name["n1"].ready == T0 + 8
