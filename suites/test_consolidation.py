@@ -23,7 +23,7 @@ def last_pod_event(claims) -> float:
 
 @pytest.mark.scenario("consolidation-empty")
 def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate_factory, expect,
-                                                       timings):
+                                                       timings, timeline):
     """WhenEmpty, consolidateAfter 30s; scale to 0: the node stays ~30s, then goes in time."""
     with allure.step("given a WhenEmpty pool (consolidateAfter 30s) and inflate at 3"):
         pool = nodepool_factory("default", spec={"disruption": {
@@ -47,6 +47,9 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
             pool, lambda cs: last_pod_event(cs) > bound, "the NodeClaims to record the emptying")
         emptied = last_pod_event(claims)
         deadline = emptied + CONSOLIDATE_AFTER + TOLERANCE
+        timeline.mark(emptied, "emptied (lastPodEventTime)")
+        timeline.band(emptied + CONSOLIDATE_AFTER - 1, deadline, f"consolidateAfter "
+                      f"{CONSOLIDATE_AFTER}s … +{TOLERANCE}s: Consolidatable, deleted, gone")
         ends = expect.watch_nodeclaims_end(
             pool, {c["metadata"]["name"] for c in claims}, timeout=max(deadline - time.time(), 1),
             what=f"empty NodeClaims of nodes {sorted(nodes)} to be consolidated")
@@ -78,7 +81,7 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
 
 @pytest.mark.scenario("consolidation-underutilized")
 def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, inflate_factory,
-                                                          expect, timings):
+                                                          expect, timings, timeline):
     """WhenEmptyOrUnderutilized; scale 10 -> 2: a cheaper replacement, pods keep running."""
     with allure.step("given the default pool (limit raised to 100 CPU) and inflate at 10"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})
@@ -92,6 +95,8 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
     with allure.step("scale inflate to 2"):
         inflate.scale(2)
         scaled = time.time()
+        timeline.band(scaled, scaled + CONSOLIDATE_AFTER + 90, f"underused NodeClaims replaced "
+                      f"(consolidateAfter + 90s)")
 
     with allure.step("expect Karpenter to replace the underused nodes with cheaper ones"):
         # consolidateAfter, a disruption poll, the 15s validation, a replacement launched and

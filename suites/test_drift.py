@@ -5,7 +5,7 @@ import time
 import allure
 import pytest
 
-from fixtures.expect import condition
+from fixtures.expect import DRIFT_MARK_S, condition
 from fixtures.pacing import ExpirationPacing
 from fixtures.timings import timestamp
 
@@ -19,7 +19,7 @@ def nodeclass_of(claim: dict) -> str:
 
 @pytest.mark.scenario("drift")
 def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_factory, expect,
-                                                 timings):
+                                                 timings, timeline):
     """NodeClasses oldnode/newnode; 5 pods on oldnode; nodeClassRef -> newnode: nodes replaced."""
     with allure.step("given NodeClasses oldnode and newnode, and 5 pods on an oldnode pool"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
@@ -31,6 +31,7 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
     with allure.step("point the pool's nodeClassRef at newnode"):
         nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
         patched = float(int(time.time()))  # the 1s resolution of condition timestamps
+        timeline.band(patched, patched + DRIFT_MARK_S, f"Drifted within {DRIFT_MARK_S}s")
 
     with allure.step("expect the old NodeClaims to be marked Drifted"):
         drifted = expect.eventually_drifted(pool, old_claims)
@@ -62,7 +63,7 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
 
 @pytest.mark.scenario("drift-blocked")
 def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inflate_factory,
-                                                            expect, timings):
+                                                            expect, timings, timeline):
     """As drift, but pods say karpenter.sh/do-not-disrupt: drifted, kept, replaced once lifted."""
     with allure.step("given 2 do-not-disrupt pods on an oldnode pool"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
@@ -81,6 +82,8 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
         # Karpenter's first act of a drift replacement is a new NodeClaim (seconds after the
         # Drifted mark); the whole replacement took 29-44s unblocked. Watching for the first
         # act over 60s gives a wide margin.
+        held = time.time()
+        timeline.band(held, held + HOLD_S, f"do-not-disrupt: nothing changes for {HOLD_S}s")
         expect.consistently_nodeclaims_untouched(pool, old_claims, HOLD_S)
         expect.consistently_nodes_present(old_nodes, duration=1)
 
@@ -88,6 +91,7 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
         for pod in pods:
             inflate.annotate_pod(pod.metadata.name, {"karpenter.sh/do-not-disrupt": None})
         lifted = time.time()
+        timeline.mark(lifted, "do-not-disrupt removed")
 
     with allure.step("expect the nodes replaced and the pods Running again"):
         expect.watch_nodes_gone(old_nodes, what=f"drifted nodes {sorted(old_nodes)} to be replaced")
@@ -96,7 +100,8 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
 
 
 @pytest.mark.scenario("expiration")
-def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, cluster, timings):
+def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, cluster, timings,
+                                    timeline):
     """expireAfter (60s locally, longer where nodes take longer to join): nodes are replaced
     once they expire; the pods end Running."""
     # Expiration is Karpenter's own timer on the NodeClaim (requeued at expiry); the deletion
@@ -111,6 +116,9 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, c
         claims = {c["metadata"]["name"]: timestamp(c["metadata"]["creationTimestamp"])
                   for c in expect.nodeclaims(pool)}
         first_nodes = set(expect.pods_on(pods))
+        timeline.band(min(claims.values()) + expire_after - 1, max(claims.values()) + expire_after
+                      + pace.tolerance, f"expireAfter {expire_after}s … +{pace.tolerance}s: "
+                                        f"NodeClaims deleted")
 
     with allure.step(f"expect each NodeClaim deleted once expired: between {expire_after}s and "
                      f"{expire_after + pace.tolerance}s after its creation"):

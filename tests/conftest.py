@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture(scope="session")
 def provider_module() -> Path:
