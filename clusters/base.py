@@ -22,6 +22,10 @@ class ClusterInfo:
     zones: tuple[str, ...] = ()  # zones Karpenter can launch into
     karpenter_log: Path | None = None  # where Karpenter's log can be read, when it is a file
     catalogue: Path | None = None  # the instance-types file Karpenter reads (local, kind)
+    # Where the boto3 checks reach EC2/SSM/SQS: None for AWS itself (eks), the fake's
+    # endpoint in aws-sim mode.
+    aws_endpoint: str | None = None
+    region: str | None = None
 
 
 @dataclass

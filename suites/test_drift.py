@@ -140,13 +140,15 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, t
 
 
 @pytest.mark.scenario("drift")
-@pytest.mark.modes("eks", reason="AMIs exist only on EC2; local nodes have no image")
+@pytest.mark.modes("eks", "aws-sim", reason="AMIs exist only on EC2; local nodes have no image")
 def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_factory, expect,
                                                    cluster, aws_checks, timings):
     """EC2NodeClass pinned to the EKS AL2023 AMI of minor-1, then the current one: nodes move."""
     old_ami, new_ami = aws_checks.drift_amis(cluster.info.versions["kubernetes"])
     with allure.step(f"given a NodeClass on {old_ami} (previous minor) and 3 pods on it"):
-        nodeclass = nodepool_factory.nodeclass("ami", spec={"amiSelectorTerms": [{"id": old_ami}]})
+        # An id term carries no family: the CRD requires amiFamily then (user data format).
+        nodeclass = nodepool_factory.nodeclass("ami", spec={"amiFamily": "AL2023",
+                                                            "amiSelectorTerms": [{"id": old_ami}]})
         pool = nodepool_factory("default", nodeclass=nodeclass)
         inflate = inflate_factory(replicas=3, node_selector=pool.template_labels)
         old_nodes = expect.pods_on(expect.eventually_pods_running(inflate, 3))

@@ -285,10 +285,13 @@ class EksCluster:
 
     def render_nodeclass(self, name: str, labels: dict[str, str]) -> dict:
         ami = {"id": self.ami} if self.ami.startswith("ami-") else {"alias": self.ami}
+        # Without an alias the CRD requires amiFamily (it picks the user data format).
+        family = {"amiFamily": "AL2023"} if "id" in ami else {}
         return {
             "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
             "metadata": {"name": name, "labels": dict(labels)},
             "spec": {
+                **family,
                 "role": self.node_role,
                 "amiSelectorTerms": [ami],
                 "subnetSelectorTerms": [{"tags": {DISCOVERY_KEY: self.subnet_tag}}],

@@ -29,3 +29,9 @@ def semver(version: str) -> tuple[int, ...]:
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise ValueError(f"{version!r} is not a version like v1.15.0")
     return tuple(int(p) for p in parts)
+
+# aws-sim mode: Karpenter's AWS provider at the release whose core version local mode
+# builds (v1.15.0 requires sigs.k8s.io/karpenter v1.15.0). v1.15.2 needs core v1.15.1,
+# which the module proxy refuses.
+AWS_PROVIDER_VERSIONS = ("v1.15.0",)
+AWS_PROVIDER = AWS_PROVIDER_VERSIONS[0]
