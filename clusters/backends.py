@@ -88,7 +88,8 @@ def create(opts: Any):
         from clusters.awssim.cluster import AwsSimCluster
         name = opts.cluster_name
         if name == "karpenter-e2e":  # the default: never share a run directory with local
-            name = "karpenter-e2e-awssim"
+            # (nor a prefix of it: older harnesses find processes by run-directory substring)
+            name = "awssim-e2e"
         return AwsSimCluster(name, opts.karpenter_version,
                              apiserver_port=getattr(opts, "apiserver_port", None),
                              ami=getattr(opts, "eks_ami", None) or "al2023@latest")

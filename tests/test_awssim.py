@@ -189,3 +189,21 @@ def test_on_demand_prices_come_from_the_providers_table(tmp_path):
                   '"c6a.xlarge": 0.153000,\n\t},\n\t"us-west-2": {\n\t\t"c6a.large": 9.0,\n\t},\n}\n')
     assert moto_ext.on_demand_prices(go) == {"c6a.large": 0.0765, "c6a.xlarge": 0.153}
     assert json.dumps(PRICES.on_demand)
+
+
+def test_pids_using_matches_the_run_directory_as_a_whole_path(tmp_path):
+    import subprocess
+    import sys
+
+    from clusters.local import process
+
+    short, longer = tmp_path / "karpenter-e2e", tmp_path / "karpenter-e2e-awssim"
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", str(d / "bin")])
+             for d in (short, longer)]
+    try:
+        assert process.pids_using(str(short)) == [procs[0].pid]
+        assert process.pids_using(str(longer)) == [procs[1].pid]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

@@ -39,7 +39,7 @@ CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.kar
 class AwsSimCluster(LocalCluster):
     mode = "aws-sim"
 
-    def __init__(self, name: str = "karpenter-e2e-awssim",
+    def __init__(self, name: str = "awssim-e2e",
                  karpenter_version: str = versions.AWS_PROVIDER,
                  apiserver_port: int | None = None, ami: str = "al2023@latest"):
         awsbuild.target(karpenter_version)  # refuse a version aws-sim does not build

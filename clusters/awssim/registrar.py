@@ -24,7 +24,8 @@ import yaml
 
 log = logging.getLogger(__name__)
 
-NODECLAIM_TAG = "karpenter.sh/nodeclaim"
+# On every instance Karpenter launches (karpenter.sh/nodeclaim is added later, by CreateTags).
+NODEPOOL_TAG = "karpenter.sh/nodepool"
 ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 NODE_CONFIG_TYPE = "application/node.eks.aws"
 GONE_STATES = ("shutting-down", "terminated")
@@ -136,7 +137,10 @@ def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str) -> dict:
         "status": {"capacity": capacity, "allocatable": allocatable,
                    "addresses": [a for a in addresses if a["address"]],
                    "nodeInfo": {"architecture": arch, "operatingSystem": "linux",
-                                "kubeletVersion": "", "containerRuntimeVersion": ""}},
+                                "osImage": "Amazon Linux 2023 (simulated)",
+                                "kernelVersion": "", "kubeletVersion": "", "kubeProxyVersion": "",
+                                "containerRuntimeVersion": "", "machineID": instance["InstanceId"],
+                                "systemUUID": instance["InstanceId"], "bootID": ""}},
     }
 
 
@@ -156,7 +160,7 @@ class Registrar:
         return self._types[name]
 
     def _instances(self) -> list[dict]:
-        out, kwargs = [], {"Filters": [{"Name": "tag-key", "Values": [NODECLAIM_TAG]}]}
+        out, kwargs = [], {"Filters": [{"Name": "tag-key", "Values": [NODEPOOL_TAG]}]}
         while True:
             page = self.ec2.describe_instances(**kwargs)
             out += [i for r in page["Reservations"] for i in r["Instances"]]
@@ -168,13 +172,14 @@ class Registrar:
         from kubernetes.client.rest import ApiException
 
         instances = {i["InstanceId"]: i for i in self._instances()}
-        nodes = {n.spec.provider_id.rsplit("/", 1)[-1]: n.metadata.name
-                 for n in self.core.list_node(_request_timeout=10).items
+        listed = self.core.list_node(_request_timeout=10).items
+        nodes = {n.spec.provider_id.rsplit("/", 1)[-1]: n.metadata.name for n in listed
                  if n.spec.provider_id and n.spec.provider_id.startswith("aws:///")}
+        deleting = {n.metadata.name for n in listed if n.metadata.deletion_timestamp}
         for iid, inst in instances.items():
             state = inst["State"]["Name"]
             if state in GONE_STATES:
-                if iid in nodes:
+                if iid in nodes and nodes[iid] not in deleting:
                     # the cloud controller manager deletes nodes whose instance is gone
                     self._delete(nodes[iid], f"instance {iid} is {state}")
                 continue
@@ -193,7 +198,7 @@ class Registrar:
             log.warning("registered node %s for %s (%s, %s)", body["metadata"]["name"], iid,
                         inst["InstanceType"], inst["Placement"]["AvailabilityZone"])
         for iid, name in nodes.items():
-            if iid not in instances:
+            if iid not in instances and name not in deleting:
                 self._delete(name, f"instance {iid} does not exist")
 
     def _delete(self, name: str, why: str) -> None:

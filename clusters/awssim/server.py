@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout,
                         format="%(asctime)s.%(msecs)03d %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     os.environ.update(DUMMY_CREDENTIALS)
     os.environ.pop("AWS_PROFILE", None)
 
