@@ -8,10 +8,11 @@ from kubernetes.utils import parse_quantity
 
 from fixtures import timings as measure
 from fixtures.timings import timestamp
-from fixtures.expect import INSTANCE_TYPE, describe_claims
+from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, describe_claims
 from fixtures.waits import Observation
 
 AWS = "karpenter.k8s.aws"
+ZONE = "topology.kubernetes.io/zone"
 
 
 @pytest.mark.scenario("provisioning")
@@ -36,6 +37,35 @@ def test_scale_up_provisions_nodes_that_satisfy_the_nodepool(
     timings.record(**measure.provisioning(pods, list(claims.values()), nodes),
                    nodes=len(nodes), pods=len(pods))
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
+
+
+@pytest.mark.scenario("provisioning")
+@pytest.mark.modes("eks", "aws-sim", reason="asks EC2 what Karpenter launched; local nodes are "
+                                            "no instances")
+def test_each_node_is_an_ec2_instance_karpenter_tagged(nodepool_factory, inflate_factory, expect,
+                                                      aws_checks, timings):
+    """3 pods: every node's providerID names a live instance of the node's type, zone and
+    capacity type, tagged with its pool and cluster; the pool has no other instances."""
+    with allure.step("given the workshop default NodePool and 3 Running pods"):
+        pool = nodepool_factory("default")
+        inflate = inflate_factory(replicas=3, node_selector=pool.template_labels)
+        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 3)).values())
+
+    with allure.step("expect EC2 to run exactly one instance per node, as its labels say"):
+        tagged = {i.instance_id for i in aws_checks.instances_by_tags(nodepool=pool.name)}
+        seen = set()
+        for node in nodes:
+            inst = aws_checks.instance_for_node(node.spec.provider_id)
+            labels = node.metadata.labels
+            assert (inst.instance_type, inst.zone, inst.capacity_type) == (
+                labels[INSTANCE_TYPE], labels[ZONE], labels[CAPACITY_TYPE]), \
+                f"node {node.metadata.name} says {labels[INSTANCE_TYPE]}/{labels[ZONE]}/" \
+                f"{labels[CAPACITY_TYPE]}; EC2 runs {inst}"
+            assert inst.state in ("pending", "running"), f"{inst.instance_id} is {inst.state}"
+            seen.add(inst.instance_id)
+        assert tagged == seen, f"instances tagged for {pool.name}: {sorted(tagged)}; " \
+                               f"behind its nodes: {sorted(seen)}"
+    timings.notes["instances"] = ", ".join(sorted(seen))
 
 
 def capacity_cpu(nodes) -> float:

@@ -157,10 +157,11 @@ def test_registrar_reads_kubelet_settings_from_karpenters_user_data():
                 "PrivateIpAddress": "10.0.32.5"}
     itype = {"VCpuInfo": {"DefaultVCpus": 2}, "MemoryInfo": {"SizeInMiB": 4096},
              "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]}}
-    node = node_for(instance, itype, boot, REGION)
+    node = node_for(instance, itype, boot, REGION, price=0.0765)
     assert node["spec"]["providerID"] == "aws:///us-west-2b/i-0123456789abcdef0"
     assert node["metadata"]["labels"]["team"] == "a"
     assert node["metadata"]["labels"]["kubernetes.io/arch"] == "amd64"
+    assert node["metadata"]["labels"]["eks-node-viewer/instance-price"] == "0.0765"
     assert node["status"]["capacity"] == {"cpu": "2", "memory": "4194304Ki", "pods": "29",
                                           "ephemeral-storage": "20Gi"}
     assert node["status"]["allocatable"]["cpu"] == "1930m"

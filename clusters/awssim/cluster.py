@@ -24,7 +24,7 @@ from clusters.awssim.seed import Seeded
 from clusters.base import ClusterInfo
 from clusters.eks.cluster import EksCluster
 from clusters.errors import ClusterError
-from clusters.local import process, versions
+from clusters.local import build, process, versions
 from clusters.local.catalogue_table import ZONES
 from clusters.local.cluster import LocalCluster, await_started
 from fixtures.waits import Observation
@@ -59,15 +59,17 @@ class AwsSimCluster(LocalCluster):
         port = self._state().get("aws_port")
         return f"http://127.0.0.1:{port}" if port else None
 
-    def _prepare_cloud(self) -> None:
-        """Start the fake AWS, seeded, with its registrar watching this cluster."""
+    def _start_cloud(self) -> None:
+        """Start the fake AWS while kwokctl starts the control plane (it boots and seeds in
+        seconds; its registrar waits for the kubeconfig)."""
         port = process.free_port()
         log_path = self.logs_dir / "aws-sim.log"
         cmd = [sys.executable, "-m", "clusters.awssim.server", "--run-dir", str(self.run_dir),
                "--port", str(port), "--region", REGION, "--cluster", self.name,
                "--kubernetes-version", versions.KUBERNETES, "--kubeconfig", str(self.kubeconfig),
                "--pricing-go", str(awsbuild.pricing_table(self.karpenter_version)),
-               "--zones", ",".join(ZONES)]
+               "--zones", ",".join(ZONES),
+               "--response-cache", str(build.cache_dir() / "aws-sim" / "responses.pickle")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
         with open(log_path, "a") as out:
@@ -75,6 +77,12 @@ class AwsSimCluster(LocalCluster):
                                     stdin=subprocess.DEVNULL, cwd=self.run_dir,
                                     start_new_session=True)
         self._save_state(aws_pid=proc.pid, aws_port=port)
+        self._fake = proc
+
+    def _prepare_cloud(self) -> None:
+        """Wait until the fake AWS is seeded (Karpenter starts next)."""
+        proc, port = self._fake, self._state()["aws_port"]
+        log_path = self.logs_dir / "aws-sim.log"
 
         def seeded() -> Observation:
             done = self.aws_file.exists()

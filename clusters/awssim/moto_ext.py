@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import pickle
 import re
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,16 +59,34 @@ class Prices:
         return float("inf") if p is None else p
 
 
-def install(prices: Prices, backend_for: Callable[[], object]) -> None:
+def install(prices: Prices, backend_for: Callable[[], object],
+            response_cache: Path | None = None) -> None:
     """Patch moto once per process. ``backend_for()`` returns the seeded account's EC2
-    backend (one account, one region)."""
+    backend (one account, one region); ``response_cache`` is a file that keeps the static
+    answers' serialized form between runs."""
     with _installed:
         if _done:
             return
         _spot_price_history(prices)
         _fleet_cheapest_override(prices, backend_for)
         _fleet_security_groups(backend_for)
+        _dry_run_instance_types()
+        _static_responses(response_cache, prices)
         _done.append("installed")
+
+
+def _dry_run_instance_types() -> None:
+    """DescribeInstanceTypes with DryRun (Karpenter's EC2 connectivity check at start):
+    EC2 answers DryRunOperation; moto ignored DryRun and serialized every type (6 s)."""
+    from moto.ec2.responses.instances import InstanceResponse
+
+    orig = InstanceResponse.describe_instance_types
+
+    def describe_instance_types(self):
+        self.error_on_dryrun()
+        return orig(self)
+
+    InstanceResponse.describe_instance_types = describe_instance_types
 
 
 def _spot_price_history(prices: Prices) -> None:
@@ -178,3 +199,65 @@ def network_interface_groups(template_data: dict) -> list[str]:
     if isinstance(groups, dict):
         groups = [groups[k] for k in sorted(groups)]
     return [g if isinstance(g, str) else g.get("GroupId", "") for g in groups if g]
+
+
+# Answers that never change while the fake runs; StartTime/EndTime vary per call only.
+STATIC_ACTIONS = ("DescribeInstanceTypes", "DescribeInstanceTypeOfferings",
+                  "DescribeSpotPriceHistory")
+VOLATILE_PARAMS = ("StartTime", "EndTime")
+
+
+def _static_responses(cache_file: Path | None, prices: Prices) -> None:
+    """DescribeInstanceTypes and DescribeSpotPriceHistory (Karpenter's start-up and its
+    periodic refreshes): moto serializes ~1400 types in 5-20 s on this machine, which
+    made Karpenter's start-up that much slower than local mode's. Their answers are static
+    here, so each distinct request is serialized once and then replayed; with
+    ``cache_file``, also across runs (keyed by moto's version and the price table)."""
+    import moto
+    from moto.core.responses import BaseResponse
+
+    orig = BaseResponse.serialized
+    lock = threading.Lock()
+    salt = hashlib.sha256(f"{moto.__version__}/{sorted(prices.on_demand.items())}/"
+                          f"{SPOT_DISCOUNT}/{ZONE_SPREAD}".encode()).hexdigest()[:16]
+    cache: dict[tuple, tuple] = _load(cache_file, salt)
+
+    def serialized(self, action_result):
+        action = self._get_action()
+        if action not in STATIC_ACTIONS or isinstance(action_result.result, Exception):
+            return orig(self, action_result)
+        key = (action, self.region, tuple(sorted(
+            (k, tuple(v)) for k, v in self.querystring.items() if k not in VOLATILE_PARAMS)))
+        with lock:
+            hit = cache.get(key)
+        if hit is None:
+            started = time.monotonic()
+            hit = orig(self, action_result)
+            with lock:
+                cache[key] = hit
+                _save(cache_file, salt, cache)
+            log.warning("serialized %s in %.1fs (cached from now on): %s", action,
+                        time.monotonic() - started, dict(key[2]))
+        status, headers, body = hit
+        return status, {**headers, **self.response_headers}, body
+
+    BaseResponse.serialized = serialized
+
+
+def _load(path: Path | None, salt: str) -> dict:
+    try:
+        with open(path, "rb") as fh:
+            stored = pickle.load(fh)
+        return stored["entries"] if stored.get("salt") == salt else {}
+    except (OSError, TypeError, ValueError, KeyError, EOFError, pickle.UnpicklingError):
+        return {}
+
+
+def _save(path: Path | None, salt: str, cache: dict) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        pickle.dump({"salt": salt, "entries": cache}, fh)
+    os.replace(tmp, path)  # concurrent writers: last one wins, each file whole

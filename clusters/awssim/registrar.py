@@ -18,6 +18,7 @@ import email
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import yaml
@@ -29,6 +30,7 @@ NODEPOOL_TAG = "karpenter.sh/nodepool"
 ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 NODE_CONFIG_TYPE = "application/node.eks.aws"
 GONE_STATES = ("shutting-down", "terminated")
+PRICE_LABEL = "eks-node-viewer/instance-price"
 EPHEMERAL_STORAGE = "20Gi"  # the AL2023 root volume Karpenter's default block device maps
 QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti)?$")
 UNITS = {None: 1, "m": 1e-3, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "Ti": 1024 ** 4}
@@ -94,8 +96,11 @@ def quantity(q) -> float:
     return float(m[1]) * UNITS[m[2]]
 
 
-def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str) -> dict:
-    """The Node kubelet (and the cloud controller manager) would register for ``instance``."""
+def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str,
+             price: float | None = None) -> dict:
+    """The Node kubelet (and the cloud controller manager) would register for ``instance``;
+    ``price`` (what the fake charges per hour) becomes the label Karpenter's KWOK provider
+    sets in local mode, so the suites' cost checks read the same label in both modes."""
     zone = instance["Placement"]["AvailabilityZone"]
     name = instance.get("PrivateDnsName") or instance["InstanceId"]
     arch = ARCH.get((itype.get("ProcessorInfo", {}).get("SupportedArchitectures") or ["x86_64"])[0],
@@ -123,6 +128,8 @@ def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str) -> dict:
               # set by the AWS cloud controller manager on a real cluster
               "node.kubernetes.io/instance-type": instance["InstanceType"],
               "topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": region}
+    if price is not None:
+        labels[PRICE_LABEL] = f"{price:g}"
     addresses = [{"type": "InternalIP", "address": instance.get("PrivateIpAddress", "")},
                  {"type": "Hostname", "address": name},
                  {"type": "InternalDNS", "address": name}]
@@ -147,8 +154,10 @@ def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str) -> dict:
 class Registrar:
     """Polls the fake's instances and keeps one Node per live Karpenter instance."""
 
-    def __init__(self, ec2, core_api, region: str, kubelet_version: str):
+    def __init__(self, ec2, core_api, region: str, kubelet_version: str,
+                 price: Callable[[str, str, str], float] | None = None):
         self.ec2, self.core, self.region = ec2, core_api, region
+        self.price = price  # (instance type, zone, capacity type) -> $/h
         self.kubelet_version = kubelet_version
         self._types: dict[str, dict] = {}
         self._registered: set[str] = set()  # instance ids
@@ -187,7 +196,11 @@ class Registrar:
                 continue
             attr = self.ec2.describe_instance_attribute(InstanceId=iid, Attribute="userData")
             boot = parse_bootstrap((attr.get("UserData") or {}).get("Value", ""))
-            body = node_for(inst, self._itype(inst["InstanceType"]), boot, self.region)
+            capacity_type = "spot" if inst.get("InstanceLifecycle") == "spot" else "on-demand"
+            price = self.price(inst["InstanceType"], inst["Placement"]["AvailabilityZone"],
+                               capacity_type) if self.price else None
+            body = node_for(inst, self._itype(inst["InstanceType"]), boot, self.region,
+                            price if price != float("inf") else None)
             body["status"]["nodeInfo"]["kubeletVersion"] = self.kubelet_version
             try:
                 self.core.create_node(body, _request_timeout=10)

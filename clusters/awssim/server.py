@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kubeconfig", required=True, type=Path)
     p.add_argument("--pricing-go", required=True, type=Path)
     p.add_argument("--zones", required=True, help="comma-separated")
+    p.add_argument("--response-cache", type=Path, default=None,
+                   help="file keeping moto's serialized static answers between runs")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout,
                         format="%(asctime)s.%(msecs)03d %(name)s: %(message)s", datefmt="%H:%M:%S")
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
 
     prices = moto_ext.Prices(moto_ext.on_demand_prices(args.pricing_go))
-    moto_ext.install(prices, lambda: get_backend("ec2")[seed.ACCOUNT][args.region])
+    moto_ext.install(prices, lambda: get_backend("ec2")[seed.ACCOUNT][args.region],
+                     response_cache=args.response_cache)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=args.port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{args.port}"
@@ -64,8 +67,17 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    api = client.CoreV1Api(config.new_client_from_config(str(args.kubeconfig)))
-    registrar = Registrar(clients.client("ec2"), api, args.region, args.kubernetes_version)
+    api = None
+    while api is None and not stop.is_set():
+        try:  # the control plane comes up alongside: its kubeconfig appears in seconds
+            api = client.CoreV1Api(config.new_client_from_config(str(args.kubeconfig)))
+        except Exception:  # noqa: BLE001 - not written yet (or half-written): try again
+            stop.wait(0.2)
+    if api is None:  # SIGTERM before the cluster came up
+        server.stop()
+        return 0
+    registrar = Registrar(clients.client("ec2"), api, args.region, args.kubernetes_version,
+                          price=prices.price)
     registrar.run(stop)
     server.stop()
     log.warning("fake AWS stopped")

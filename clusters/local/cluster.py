@@ -210,6 +210,7 @@ class LocalCluster:
                                + "; choose another with --apiserver-port or stop that process")
         self._save_state(name=self.name, run_dir=str(self.run_dir), apiserver_port=port,
                          karpenter_version=self.karpenter_version, started=time.time())
+        self._start_cloud()
         config = self.run_dir / "kwokctl.yaml"
         config.write_text(yaml.safe_dump(self._kwokctl_config(port), sort_keys=False))
         proc = self._kwokctl("create", "cluster", "--config", str(config),
@@ -222,6 +223,9 @@ class LocalCluster:
         self._install_crds()
         self._prepare_cloud()
         self.start_karpenter(self.karpenter_version)
+
+    def _start_cloud(self) -> None:
+        """Start what the cloud provider needs while the control plane comes up: nothing here."""
 
     def _prepare_cloud(self) -> None:
         """What Karpenter's cloud provider needs before it starts: here, its catalogue."""
