@@ -208,3 +208,16 @@ def test_pids_using_matches_the_run_directory_as_a_whole_path(tmp_path):
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_registrar_reserves_what_nodeadm_does_when_karpenter_names_nothing():
+    from clusters.awssim.registrar import Bootstrap, nodeadm_reserved
+    assert round(nodeadm_reserved(2, 29)["cpu"] * 1000) == 70
+    assert round(nodeadm_reserved(16, 234)["cpu"] * 1000) == 60 + 10 + 10 + 30
+    instance = {"InstanceId": "i-1", "InstanceType": "c6a.large",
+                "Placement": {"AvailabilityZone": "us-west-2a"}}
+    itype = {"VCpuInfo": {"DefaultVCpus": 2}, "MemoryInfo": {"SizeInMiB": 4096}}
+    alloc = node_for(instance, itype, Bootstrap(max_pods=29), REGION)["status"]["allocatable"]
+    # one 1-CPU pod per 2-vCPU node, as Karpenter planned: never two
+    assert alloc["cpu"] == "1930m"
+    assert alloc["memory"] == f"{(4096 - 11 * 29 - 255 - 100) * 1024}Ki"

@@ -96,6 +96,20 @@ def quantity(q) -> float:
     return float(m[1]) * UNITS[m[2]]
 
 
+def nodeadm_reserved(vcpus: int, max_pods: int) -> dict[str, float]:
+    """What the AL2023 AMI's nodeadm reserves when the NodeConfig names no reservation
+    (the EKS formulas Karpenter also assumes): CPU 6 % of the first core, 1 % of the
+    second, 0.5 % of the next two, 0.25 % of the rest; memory 11 MiB per pod + 255 MiB,
+    plus the 100 MiB memory.available eviction threshold; 1 GiB of ephemeral storage."""
+    cores = [(1, 0.06), (1, 0.01), (2, 0.005), (max(0, vcpus - 4), 0.0025)]
+    cpu, left = 0.0, vcpus
+    for n, share in cores:
+        take = min(n, left)
+        cpu, left = cpu + take * share, left - take
+    return {"cpu": cpu, "memory": (11 * max_pods + 255 + 100) * 1024 ** 2,
+            "ephemeral-storage": 1024 ** 3}
+
+
 def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str,
              price: float | None = None) -> dict:
     """The Node kubelet (and the cloud controller manager) would register for ``instance``;
@@ -110,17 +124,18 @@ def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str,
     mem = int(itype["MemoryInfo"]["SizeInMiB"]) * 1024 ** 2
     cpu = int(itype["VCpuInfo"]["DefaultVCpus"])
     pods = boot.max_pods or 110
+    reserved = {**nodeadm_reserved(cpu, pods), **boot.reserved}
     capacity = {"cpu": str(cpu), "memory": f"{mem // 1024}Ki", "pods": str(pods),
                 "ephemeral-storage": EPHEMERAL_STORAGE}
     if gpus:
         capacity["nvidia.com/gpu"] = str(gpus)  # what NVIDIA's device plugin advertises
     allocatable = dict(capacity)
-    if boot.reserved.get("cpu"):
-        allocatable["cpu"] = f"{max(0, int(cpu * 1000 - boot.reserved['cpu'] * 1000))}m"
-    if boot.reserved.get("memory"):
-        allocatable["memory"] = f"{max(0, int((mem - boot.reserved['memory']) // 1024))}Ki"
-    if boot.reserved.get("ephemeral-storage"):
-        total = quantity(EPHEMERAL_STORAGE) - boot.reserved["ephemeral-storage"]
+    if reserved.get("cpu"):
+        allocatable["cpu"] = f"{max(0, round(cpu * 1000 - reserved['cpu'] * 1000))}m"
+    if reserved.get("memory"):
+        allocatable["memory"] = f"{max(0, int((mem - reserved['memory']) // 1024))}Ki"
+    if reserved.get("ephemeral-storage"):
+        total = quantity(EPHEMERAL_STORAGE) - reserved["ephemeral-storage"]
         allocatable["ephemeral-storage"] = f"{max(0, int(total // 1024))}Ki"
     labels = {**boot.labels,
               "kubernetes.io/arch": arch, "kubernetes.io/os": "linux",
