@@ -68,6 +68,29 @@ def test_each_node_is_an_ec2_instance_karpenter_tagged(nodepool_factory, inflate
     timings.notes["instances"] = ", ".join(sorted(seen))
 
 
+MISSING_AMI = "ami-0000000000000dead"
+
+
+@pytest.mark.scenario("provisioning")
+@pytest.mark.modes("eks", "aws-sim", reason="EC2NodeClass AMIs are resolved against EC2")
+def test_an_ami_that_does_not_exist_is_named_in_the_verdict(nodepool_factory, inflate_factory,
+                                                           expect, diagnose, timings):
+    """A NodeClass pinned to an AMI that does not exist: nothing launches, the pod stays
+    Pending, and the verdict says NodeClass not ready with Karpenter's reason."""
+    with allure.step(f"given a pool whose EC2NodeClass selects {MISSING_AMI}"):
+        nodeclass = nodepool_factory.nodeclass("missing-ami", spec={
+            "amiFamily": "AL2023", "amiSelectorTerms": [{"id": MISSING_AMI}]})
+        pool = nodepool_factory("default", nodeclass=nodeclass)
+        inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
+
+    with allure.step("expect the pod Pending for 15s, no NodeClaim, and the NodeClass named"):
+        expect.consistently_pods_pending(inflate, 1, duration=15)
+        assert not expect.nodeclaims(pool), describe_claims(expect.nodeclaims(pool))
+        verdict = diagnose()
+        assert verdict.startswith("NodeClass not ready") and nodeclass in verdict, verdict
+    timings.notes["verdict"] = verdict[:200]
+
+
 def capacity_cpu(nodes) -> float:
     # What Karpenter counts against limits: the nodes' reported capacity. (Its KWOK provider
     # reports a NodeClaim's requests as capacity, so locally this is below the vCPU label.)
