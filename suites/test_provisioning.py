@@ -83,11 +83,16 @@ def test_an_ami_that_does_not_exist_is_named_in_the_verdict(nodepool_factory, in
         pool = nodepool_factory("default", nodeclass=nodeclass)
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
 
-    with allure.step("expect the pod Pending for 15s, no NodeClaim, and the NodeClass named"):
+    with allure.step("expect the verdict to name the NodeClass, the pod Pending for 15s and "
+                     "no NodeClaim"):
+        def named() -> Observation:
+            said = diagnose()
+            return Observation(said.startswith("NodeClass not ready") and nodeclass in said,
+                               said, said)
+
+        verdict = expect.eventually(named, f"the verdict to name NodeClass {nodeclass}")
         expect.consistently_pods_pending(inflate, 1, duration=15)
         assert not expect.nodeclaims(pool), describe_claims(expect.nodeclaims(pool))
-        verdict = diagnose()
-        assert verdict.startswith("NodeClass not ready") and nodeclass in verdict, verdict
     timings.notes["verdict"] = verdict[:200]
 
 

@@ -53,12 +53,14 @@ class _NodeClasses:
     def list(self, kind, selector=""):
         assert kind == "ec2nodeclasses" and selector == "karpenter-e2e/test=abc123"
         return [{"metadata": {"name": "ami-abc123"}, "status": {"conditions": [
-            {"type": "AMIsReady", "status": "False"},
-            {"type": "Ready", "status": "False", "reason": "AMIsNotReady",
-             "message": "AMISelector did not match any AMIs"}]}}]
+            {"type": "AMIsReady", "status": "False", "reason": "AMINotFound",
+             "message": "AMISelector did not match any AMIs"},
+            {"type": "SubnetsReady", "status": "True"},
+            {"type": "Ready", "status": "False", "reason": "UnhealthyDependents",
+             "message": "AMIsReady=False"}]}}]
 
 
 def test_a_nodeclass_not_ready_is_named_with_its_condition_message():
     ev = collect(_NodeClasses(), lambda: True, lambda: "", None, "abc123", "ec2nodeclasses")
     assert verdict(ev) == ("NodeClass not ready: NodeClass ami-abc123 (karpenter) not ready: "
-                           "AMIsNotReady: AMISelector did not match any AMIs")
+                           "AMIsReady: AMISelector did not match any AMIs")
