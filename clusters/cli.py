@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
             from clusters.local import build
             for path in build.build_all():
                 print(path)
+            if args.cluster == "aws-sim":  # plus Karpenter's AWS provider
+                from clusters.awssim import build as awsbuild
+                print(awsbuild.binary(args.karpenter_version))
             return 0
         cluster = backends.create(args)
         if args.command == "up":
