@@ -13,6 +13,7 @@ from moto.backends import get_backend
 from clusters.awssim import build as awsbuild
 from clusters.awssim import moto_ext, seed
 from clusters.awssim.registrar import node_for, parse_bootstrap
+from clusters.local import versions
 
 REGION = "us-west-2"
 ZONES = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"]
@@ -176,10 +177,12 @@ def test_provider_binary_is_cached_per_version():
         awsbuild.target("v9.9.9")
 
 
-def test_wrapper_module_pins_the_provider_and_replaces_the_refused_module():
-    gomod = (Path(awsbuild.target("v1.15.0").module) / "go.mod").read_text()
-    assert "github.com/aws/karpenter-provider-aws v1.15.0" in gomod
-    assert "sigs.k8s.io/karpenter v1.15.0" in gomod
+@pytest.mark.parametrize("version", versions.AWS_PROVIDER_VERSIONS)
+def test_wrapper_module_pins_the_provider_and_replaces_the_refused_module(version):
+    gomod = (Path(awsbuild.target(version).module) / "go.mod").read_text()
+    assert f"github.com/aws/karpenter-provider-aws {version}" in gomod
+    assert f"sigs.k8s.io/karpenter {version}" in gomod  # a core version local mode builds
+    assert version in versions.KARPENTER_VERSIONS
     assert "timestreamwrite => github.com/aws/aws-sdk-go-v2/service/timestreamwrite v1.35.25" in gomod
 
 

@@ -137,11 +137,6 @@ class AwsSimCluster(LocalCluster):
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                      *(f"crd/{c}" for c in CRDS), timeout=90)
 
-    def upgrade_karpenter(self, version: str) -> None:
-        raise ClusterError("aws-sim mode builds one AWS provider version "
-                           f"({', '.join(versions.AWS_PROVIDER_VERSIONS)}); the upgrade gate "
-                           "runs in local mode")
-
     # ---- what the suites see ---------------------------------------------------------------
     def info(self) -> ClusterInfo:
         base = super().info()

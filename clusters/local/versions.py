@@ -30,8 +30,8 @@ def semver(version: str) -> tuple[int, ...]:
         raise ValueError(f"{version!r} is not a version like v1.15.0")
     return tuple(int(p) for p in parts)
 
-# aws-sim mode: Karpenter's AWS provider at the release whose core version local mode
-# builds (v1.15.0 requires sigs.k8s.io/karpenter v1.15.0). v1.15.2 needs core v1.15.1,
-# which the module proxy refuses.
-AWS_PROVIDER_VERSIONS = ("v1.15.0",)
+# aws-sim mode: Karpenter's AWS provider at the releases whose core versions local mode
+# builds (v1.15.0 and v1.14.3 require sigs.k8s.io/karpenter at the same version).
+# v1.15.1 and v1.15.2 need core v1.15.1, which the module proxy refuses.
+AWS_PROVIDER_VERSIONS = ("v1.15.0", "v1.14.3")  # newest, previous minor (upgrade gate)
 AWS_PROVIDER = AWS_PROVIDER_VERSIONS[0]
