@@ -13,7 +13,7 @@ FROM ?= v1.14.3
 TO ?= v1.15.0
 GATE_ARGS ?=
 
-.PHONY: e2e test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants
+.PHONY: e2e e2e-aws-sim test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ setup: $(VENV)/.installed
 e2e: setup
 	$(PY) -m pytest suites -v -o log_cli=true --junitxml=reports/junit-e2e.xml \
 		--alluredir=reports/allure-results --clean-alluredir $(PYTEST_ARGS)
+
+## e2e-aws-sim: the suites against Karpenter's real AWS provider and a fake AWS (aws-sim mode)
+e2e-aws-sim: setup
+	$(PY) -m pytest suites -v -o log_cli=true --cluster=aws-sim -n 2 \
+		--junitxml=reports/junit-e2e-aws-sim.xml $(PYTEST_ARGS)
 
 ## test: the harness's own unit tests (what .ci/run runs)
 test: setup
