@@ -13,7 +13,7 @@ FROM ?= v1.14.3
 TO ?= v1.15.0
 GATE_ARGS ?=
 
-.PHONY: e2e test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants
+.PHONY: e2e e2e-aws-sim test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ setup: $(VENV)/.installed
 E2E_WORKERS ?= 4
 e2e: build
 	$(PY) -m pytest suites -v -o log_cli=true -n $(E2E_WORKERS) --reports-dir reports $(PYTEST_ARGS)
+
+## e2e-aws-sim: the suites against Karpenter's real AWS provider and a fake AWS (aws-sim mode)
+e2e-aws-sim: setup
+	$(PY) -m clusters build --cluster aws-sim
+	$(PY) -m pytest suites -v -o log_cli=true --cluster=aws-sim -n 2 --reports-dir reports \
+		$(PYTEST_ARGS)
 
 ## test: the harness's own unit tests (what .ci/run runs)
 test: setup

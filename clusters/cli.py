@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             from clusters.local import build
             paths = build.build_all()
+            if args.cluster == "aws-sim":  # plus Karpenter's AWS provider
+                from clusters.awssim import build as awsbuild
+                paths.append(awsbuild.binary(args.karpenter_version))
             print(f"{len(paths)} binaries ready in {build.bin_dir()}")
             return 0
         cluster = backends.create(args)

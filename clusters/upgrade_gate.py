@@ -40,6 +40,10 @@ def check_versions(mode: str, from_v: str, to_v: str) -> None:
                 raise ClusterError(f"unknown version {v}: local mode builds Karpenter "
                                    f"{', '.join(versions.KARPENTER_VERSIONS)}")
             build.build(build.find("karpenter-kwok", v))  # a version that does not build stops here
+    if mode == "aws-sim":
+        from clusters.awssim import build as awsbuild
+        for v in (from_v, to_v):
+            awsbuild.binary(v)  # refuses a version aws-sim does not pin; builds it otherwise
 
 
 def failures(junit: Path) -> list[str]:

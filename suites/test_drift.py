@@ -142,7 +142,7 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, c
 
 
 @pytest.mark.scenario("drift")
-@pytest.mark.modes("eks", reason="AMIs exist only on EC2; local nodes have no image")
+@pytest.mark.modes("eks", "aws-sim", reason="AMIs exist only on EC2; local nodes have no image")
 def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_factory, expect,
                                                    cluster, aws_checks, timings):
     """EC2NodeClass pinned to the EKS AL2023 AMI of minor-1, then the current one: nodes move."""

@@ -1,7 +1,7 @@
 """Spot interruption (seed 004): Karpenter cordons, drains and replaces an interrupted node.
 
-EKS only: the interruption warning goes to Karpenter's SQS queue, and EC2 is asked what ran.
-Never run against AWS yet (see README); in local and kind mode it is skipped with the reason.
+EKS and aws-sim: the interruption warning goes to Karpenter's SQS queue, and EC2 is asked what
+ran. Never run against AWS yet (see README); in local and kind mode it is skipped with the reason.
 """
 
 import allure
@@ -12,7 +12,7 @@ from fixtures.waits import Observation
 
 
 @pytest.mark.scenario("interruption")
-@pytest.mark.modes("eks", reason="needs Karpenter's SQS interruption queue and real EC2 spot")
+@pytest.mark.modes("eks", "aws-sim", reason="needs Karpenter's SQS interruption queue and EC2 spot")
 def test_spot_interruption_cordons_drains_and_replaces(nodepool_factory, inflate_factory, expect,
                                                        aws_checks, request, timings):
     """A spot node gets an interruption warning: cordoned, drained, replaced; pods keep running."""
@@ -28,7 +28,7 @@ def test_spot_interruption_cordons_drains_and_replaces(nodepool_factory, inflate
 
     with allure.step(f"send a spot interruption warning for {instance.instance_id}"):
         queue = aws_checks.queue_url(request.config.option.interruption_queue
-                                     or request.config.option.cluster_name)
+                                     or aws_checks.cluster_name)
         aws_checks.send_spot_interruption(queue, instance.instance_id)
 
     with allure.step("expect the node cordoned, then gone, with the pods Running elsewhere"):

@@ -39,6 +39,8 @@ def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, 
         weighted = nodepool_factory("weight", name="a-weighted")
         # The workshop's weight-workload selects no pool: only this test's nodes.
         inflate = inflate_factory(replicas=0, node_selector={}, memory="1Gi")
+        # Both pools able to launch before any pod is pending, or the first Ready one wins.
+        expect.eventually_nodepools_ready(cheaper, weighted)
 
     with allure.step("scale inflate to 8"):
         inflate.scale(8)

@@ -8,10 +8,11 @@ from kubernetes.utils import parse_quantity
 
 from fixtures import timings as measure
 from fixtures.timings import timestamp
-from fixtures.expect import INSTANCE_TYPE, describe_claims
+from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, describe_claims
 from fixtures.waits import Observation
 
 AWS = "karpenter.k8s.aws"
+ZONE = "topology.kubernetes.io/zone"
 
 
 @pytest.mark.scenario("provisioning")
@@ -36,6 +37,63 @@ def test_scale_up_provisions_nodes_that_satisfy_the_nodepool(
     timings.record(**measure.provisioning(pods, list(claims.values()), nodes),
                    nodes=len(nodes), pods=len(pods))
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
+
+
+@pytest.mark.scenario("provisioning")
+@pytest.mark.modes("eks", "aws-sim", reason="asks EC2 what Karpenter launched; local nodes are "
+                                            "no instances")
+def test_each_node_is_an_ec2_instance_karpenter_tagged(nodepool_factory, inflate_factory, expect,
+                                                      aws_checks, timings):
+    """3 pods: every node's providerID names a live instance of the node's type, zone and
+    capacity type, tagged with its pool and cluster; the pool has no other instances."""
+    with allure.step("given the workshop default NodePool and 3 Running pods"):
+        pool = nodepool_factory("default")
+        inflate = inflate_factory(replicas=3, node_selector=pool.template_labels)
+        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 3)).values())
+
+    with allure.step("expect EC2 to run exactly one instance per node, as its labels say"):
+        tagged = {i.instance_id for i in aws_checks.instances_by_tags(nodepool=pool.name)}
+        seen = set()
+        for node in nodes:
+            inst = aws_checks.instance_for_node(node.spec.provider_id)
+            labels = node.metadata.labels
+            assert (inst.instance_type, inst.zone, inst.capacity_type) == (
+                labels[INSTANCE_TYPE], labels[ZONE], labels[CAPACITY_TYPE]), \
+                f"node {node.metadata.name} says {labels[INSTANCE_TYPE]}/{labels[ZONE]}/" \
+                f"{labels[CAPACITY_TYPE]}; EC2 runs {inst}"
+            assert inst.state in ("pending", "running"), f"{inst.instance_id} is {inst.state}"
+            seen.add(inst.instance_id)
+        assert tagged == seen, f"instances tagged for {pool.name}: {sorted(tagged)}; " \
+                               f"behind its nodes: {sorted(seen)}"
+    timings.notes["instances"] = ", ".join(sorted(seen))
+
+
+MISSING_AMI = "ami-0000000000000dead"
+
+
+@pytest.mark.scenario("provisioning")
+@pytest.mark.modes("eks", "aws-sim", reason="EC2NodeClass AMIs are resolved against EC2")
+def test_an_ami_that_does_not_exist_is_named_in_the_verdict(nodepool_factory, inflate_factory,
+                                                           expect, diagnose, timings):
+    """A NodeClass pinned to an AMI that does not exist: nothing launches, the pod stays
+    Pending, and the verdict says NodeClass not ready with Karpenter's reason."""
+    with allure.step(f"given a pool whose EC2NodeClass selects {MISSING_AMI}"):
+        nodeclass = nodepool_factory.nodeclass("missing-ami", spec={
+            "amiFamily": "AL2023", "amiSelectorTerms": [{"id": MISSING_AMI}]})
+        pool = nodepool_factory("default", nodeclass=nodeclass)
+        inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
+
+    with allure.step("expect the verdict to name the NodeClass, the pod Pending for 15s and "
+                     "no NodeClaim"):
+        def named() -> Observation:
+            said = diagnose()
+            return Observation(said.startswith("NodeClass not ready") and nodeclass in said,
+                               said, said)
+
+        verdict = expect.eventually(named, f"the verdict to name NodeClass {nodeclass}")
+        expect.consistently_pods_pending(inflate, 1, duration=15)
+        assert not expect.nodeclaims(pool), describe_claims(expect.nodeclaims(pool))
+    timings.notes["verdict"] = verdict[:200]
 
 
 def capacity_cpu(nodes) -> float:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.diagnosis import Evidence, own_clauses, verdict
+from fixtures.diagnosis import Evidence, collect, own_clauses, verdict
 
 # Karpenter event messages (reason FailedScheduling, source karpenter) seen in local runs.
 LIMIT = ("inflate-5f7d787bf5-vdlpn FailedScheduling (karpenter): Failed to schedule pod, all "
@@ -45,3 +45,22 @@ def test_clauses_about_other_tests_pools_are_dropped():
            "karpenter-e2e/test In [adb2fa]")
     assert own_clauses(msg, "89044a") == "did not tolerate taint (taint=nvidia.com/gpu=true:NoSchedule)"
     assert own_clauses(msg, "3cd749").startswith("all available instance types exceed limits")
+
+
+class _NodeClasses:
+    """A Kube stand-in holding one EC2NodeClass whose AMI Karpenter cannot resolve."""
+
+    def list(self, kind, selector=""):
+        assert kind == "ec2nodeclasses" and selector == "karpenter-e2e/test=abc123"
+        return [{"metadata": {"name": "ami-abc123"}, "status": {"conditions": [
+            {"type": "AMIsReady", "status": "False", "reason": "AMINotFound",
+             "message": "AMISelector did not match any AMIs"},
+            {"type": "SubnetsReady", "status": "True"},
+            {"type": "Ready", "status": "False", "reason": "UnhealthyDependents",
+             "message": "AMIsReady=False"}]}}]
+
+
+def test_a_nodeclass_not_ready_is_named_with_its_condition_message():
+    ev = collect(_NodeClasses(), lambda: True, lambda: "", None, "abc123", "ec2nodeclasses")
+    assert verdict(ev) == ("NodeClass not ready: NodeClass ami-abc123 (karpenter) not ready: "
+                           "AMIsReady: AMISelector did not match any AMIs")

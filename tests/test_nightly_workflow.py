@@ -55,7 +55,7 @@ def test_eksctl_attaches_only_policies_upstreams_stack_defines(provider_module):
                 for name in account.eksctl_names(EKSCTL.read_text())["policy"]}
     assert attached, "eksctl.yaml attaches no policy to Karpenter's service account"
     assert attached - upstream == set(), \
-        f"eksctl.yaml attaches policies the v{versions.AWS_PROVIDER} stack does not define"
+        f"eksctl.yaml attaches policies the v{versions.EKS_PROVIDER} stack does not define"
     assert attached == upstream, f"policies upstream attaches that eksctl.yaml does not: " \
                                  f"{sorted(upstream - attached)}"
 
@@ -72,7 +72,7 @@ def test_workflow_checks_the_downloaded_template_before_making_the_cluster():
 def test_workflow_template_is_the_installed_release():
     # The stack comes from the same release as the chart and the CRDs the tests check.
     env = eks_job()["env"]
-    assert f"'{versions.AWS_PROVIDER.lstrip('v')}'" in env["KARPENTER_VERSION"]
+    assert f"'{versions.EKS_PROVIDER.lstrip('v')}'" in env["KARPENTER_VERSION"]
     assert "/v${KARPENTER_VERSION}/" in steps()["account (spot role, Karpenter's stack)"]["run"]
 
 

@@ -135,9 +135,14 @@ class AwsChecks:
         self.region, self.cluster_name, self.retry = region, cluster_name, retry
 
     @classmethod
-    def for_region(cls, region: str, cluster_name: str) -> AwsChecks:
+    def for_region(cls, region: str, cluster_name: str,
+                   endpoint_url: str | None = None) -> AwsChecks:
+        """Clients for AWS itself, or (``endpoint_url``) for aws-sim mode's fake AWS,
+        which takes any credentials."""
         import boto3  # only eks mode needs credentials; building clients needs none
-        return cls(*(boto3.client(s, region_name=region) for s in ("ec2", "ssm", "sqs")),
+        extra = {"endpoint_url": endpoint_url, "aws_access_key_id": "testing",
+                 "aws_secret_access_key": "testing"} if endpoint_url else {}
+        return cls(*(boto3.client(s, region_name=region, **extra) for s in ("ec2", "ssm", "sqs")),
                    region=region, cluster_name=cluster_name)
 
     def instance_for_node(self, provider_id: str) -> InstanceFacts:

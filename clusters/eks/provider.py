@@ -23,7 +23,7 @@ UPSTREAM_E2E_CLUSTER = ".github/actions/e2e/setup-cluster/action.yaml"
 _POLICY = re.compile(r"policy/(Karpenter[A-Za-z]+Policy)-")
 
 
-def module_dir(version: str = versions.AWS_PROVIDER) -> Path:
+def module_dir(version: str = versions.EKS_PROVIDER) -> Path:
     """The module's directory in GOMODCACHE, downloaded from the module proxy if absent.
     Its go.mod asks for a newer Go than the machine's, hence the pinned toolchain."""
     return build.download_module(MODULE, version, versions.GO_TOOLCHAIN)

@@ -47,7 +47,9 @@ class Target:
     name: str  # file name in the cache, before "-<version>"
     version: str
     package: str  # import path of the main package
-    module: str  # "gomod/<dir>" (wrapper) or "<module path>" (downloaded at `version`)
+    # "gomod/<dir>" (a wrapper here), an absolute path (another mode's wrapper module),
+    # or "<module path>" (downloaded at `version`)
+    module: str
     ldflags: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     toolchain: str = "local"
@@ -129,6 +131,8 @@ def _go_env(target: Target) -> dict[str, str]:
 def _module_dir(target: Target) -> Path:
     if target.module.startswith("gomod/"):
         return GOMOD_DIR / target.module.split("/", 1)[1]
+    if os.path.isabs(target.module):
+        return Path(target.module)
     return download_module(target.module, target.version, target.toolchain)
 
 

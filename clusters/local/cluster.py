@@ -225,6 +225,7 @@ class LocalCluster:
                                + "; choose another with --apiserver-port or stop that process")
         self._save_state(name=self.name, run_dir=str(self.run_dir), apiserver_port=port,
                          karpenter_version=self.karpenter_version, started=time.time())
+        self._start_cloud()
         config = self.run_dir / "kwokctl.yaml"
         config.write_text(yaml.safe_dump(self._kwokctl_config(port), sort_keys=False))
         proc = self._kwokctl("create", "cluster", "--config", str(config),
@@ -235,8 +236,15 @@ class LocalCluster:
                                + f"\n(component logs: {self._kwokctl_cluster_dir() / 'logs'})")
         self._wait_api()
         self._install_crds()
-        catalogue.write(self.catalogue_file, catalogue.select(self.catalogue_exclude))
+        self._prepare_cloud()
         self.start_karpenter(self.karpenter_version)
+
+    def _start_cloud(self) -> None:
+        """Start what the cloud provider needs while the control plane comes up: nothing here."""
+
+    def _prepare_cloud(self) -> None:
+        """What Karpenter's cloud provider needs before it starts: here, its catalogue."""
+        catalogue.write(self.catalogue_file, catalogue.select(self.catalogue_exclude))
 
     def _kwokctl_config(self, port: int) -> dict:
         b = {n: str(build.find(n).path) for n in
@@ -315,12 +323,12 @@ class LocalCluster:
                "METRICS_PORT": str(metrics),
                "HEALTH_PROBE_PORT": str(health),
                "LOG_LEVEL": os.environ.get("KARPENTER_LOG_LEVEL", "info")}
+        env.update(self._karpenter_env())
+        env = {k: v for k, v in env.items() if v is not None}  # None: unset it
         with open(log_path, "a") as out:
-            out.write(f"--- karpenter-kwok {version} starting {time.strftime('%H:%M:%S')} ---\n")
+            out.write(f"--- {binary.name} {version} starting {time.strftime('%H:%M:%S')} ---\n")
             out.flush()
-            # The catalogue as a flag, not INSTANCE_TYPES_FILE_PATH: the run directory in the
-            # command line is how down() finds this process even if state.json is lost.
-            cmd = [str(binary), "--instance-types-file-path", str(self.catalogue_file)]
+            cmd = self._karpenter_command(binary)
             proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, cwd=self.run_dir,
                                     start_new_session=True)  # Ctrl-C goes to us; down() stops it
@@ -329,22 +337,20 @@ class LocalCluster:
                          karpenter_metrics_port=metrics, karpenter_health_port=health)
 
         def ready() -> Observation:
-            if proc.poll() is not None:
-                raise StopWaiting(f"Karpenter {version} exited with code {proc.returncode} "
-                                   f"at start: {_first_failure(log_path)}\n"
-                                   f"last lines of {log_path}:\n{_tail_file(log_path, 15)}")
             ok = self._karpenter_ready()
             return Observation(ok, "/readyz ok" if ok else f"/readyz on :{health} not ok yet")
 
-        try:
-            eventually(ready, what=f"Karpenter {version} /readyz to answer ok",
-                       timeout=TIMEOUTS.api, poll=0.5,
-                       diagnose=lambda: "Karpenter log tail:\n" + _tail_file(log_path, 30))
-        except WaitAborted as exc:
-            raise ClusterError(exc.seen) from None
-        except WaitTimeout:
-            process.terminate(proc.pid)
-            raise
+        await_started(proc, f"Karpenter {version}", ready, log_path,
+                      what=f"Karpenter {version} /readyz to answer ok", poll=0.5)
+
+    def _karpenter_command(self, binary: Path) -> list[str]:
+        # The catalogue as a flag, not INSTANCE_TYPES_FILE_PATH: the run directory in the
+        # command line is how down() finds this process even if state.json is lost.
+        return [str(binary), "--instance-types-file-path", str(self.catalogue_file)]
+
+    def _karpenter_env(self) -> dict[str, str | None]:
+        """Cloud-provider settings on top of the common environment (None unsets one)."""
+        return {}
 
     def _runs_mutant(self, version: str) -> bool:
         return self.mutant is not None and version == self.mutant.version
@@ -449,6 +455,27 @@ class LocalCluster:
     def _log_tails(self, names: list[str], lines: int = 15) -> str:
         logs = self.logs()
         return "\n".join(f"--- {n} ---\n{_tail_file(logs[n], lines)}" for n in names if n in logs)
+
+
+def await_started(proc: subprocess.Popen, name: str, ready: Callable[[], Observation],
+                  log_path: Path, what: str, poll: float) -> None:
+    """Wait (TIMEOUTS.api) until ``ready()`` holds for a process just started; if it exits
+    first, fail at once with the line that says why; on timeout, stop it."""
+    def check() -> Observation:
+        if proc.poll() is not None:
+            raise StopWaiting(f"{name} exited with code {proc.returncode} at start: "
+                              f"{_first_failure(log_path)}\n"
+                              f"last lines of {log_path}:\n{_tail_file(log_path, 15)}")
+        return ready()
+
+    try:
+        eventually(check, what=what, timeout=TIMEOUTS.api, poll=poll,
+                   diagnose=lambda: f"{name} log tail:\n" + _tail_file(log_path, 30))
+    except WaitAborted as exc:
+        raise ClusterError(exc.seen) from None
+    except WaitTimeout:
+        process.terminate(proc.pid)
+        raise
 
 
 def _tail(text: str, lines: int) -> str:

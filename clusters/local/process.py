@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import time
@@ -95,10 +96,12 @@ def cmdline(pid: int) -> str:
 
 
 def pids_using(marker: str) -> list[int]:
-    """Live processes whose command line mentions ``marker`` (a run directory)."""
+    """Live processes whose command line mentions ``marker`` (a run directory) as a whole
+    path: ``.../clusters/karpenter-e2e`` never matches ``.../clusters/karpenter-e2e-awssim``."""
     me = os.getpid()
+    whole = re.compile(re.escape(marker.rstrip("/")) + r"(?=/|\s|$)")
     return [int(p) for p in filter(str.isdigit, os.listdir("/proc"))
-            if int(p) != me and alive(int(p)) and marker in cmdline(int(p))]
+            if int(p) != me and alive(int(p)) and whole.search(cmdline(int(p)))]
 
 
 def terminate(pid: int, grace: float = 10.0) -> None:

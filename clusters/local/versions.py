@@ -11,8 +11,9 @@ KWOK = "v0.8.0"
 KARPENTER_VERSIONS = ("v1.15.0", "v1.14.3")  # newest release, previous minor
 KARPENTER = KARPENTER_VERSIONS[0]
 # eks mode: the AWS provider the nightly installs (its chart version, with a "v"). Its CRDs
-# and sources are read from the Go module cache by the harness's own tests.
-AWS_PROVIDER = "v1.15.2"
+# and sources are read from the Go module cache by the harness's own tests. (aws-sim builds
+# AWS_PROVIDER below instead: v1.15.2 needs a core version the module proxy refuses.)
+EKS_PROVIDER = "v1.15.2"
 
 # Karpenter v1.15.0 / v1.14.3 declare go >= 1.26.9 / 1.26.10; machines here have 1.26.8.
 # The go command fetches this toolchain from the module proxy (one ~76 MB download).
@@ -32,3 +33,9 @@ def semver(version: str) -> tuple[int, ...]:
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise ValueError(f"{version!r} is not a version like v1.15.0")
     return tuple(int(p) for p in parts)
+
+# aws-sim mode: Karpenter's AWS provider at the releases whose core versions local mode
+# builds (v1.15.0 and v1.14.3 require sigs.k8s.io/karpenter at the same version).
+# v1.15.1 and v1.15.2 need core v1.15.1, which the module proxy refuses.
+AWS_PROVIDER_VERSIONS = ("v1.15.0", "v1.14.3")  # newest, previous minor (upgrade gate)
+AWS_PROVIDER = AWS_PROVIDER_VERSIONS[0]

@@ -1,0 +1,171 @@
+"""aws-sim mode: local mode's control plane and kwok, with Karpenter's real AWS provider
+against a fake AWS (moto in a harness process, seeded like an EKS account).
+
+Only the cloud differs from local mode: Karpenter is ``karpenter-provider-aws``'s
+``./cmd/controller`` with its real CRDs; its AWS calls go to ``AWS_ENDPOINT_URL``, the fake
+started by ``clusters.awssim.server`` (pid and log in the run directory), which also
+registers a Node for every instance Karpenter launches. NodeClasses are EC2NodeClasses
+rendered by eks mode's own code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from clusters.awssim import build as awsbuild
+from clusters.awssim.seed import Seeded
+from clusters.base import ClusterInfo
+from clusters.eks.cluster import EksCluster, ami_spec as eks_ami_spec
+from clusters.errors import ClusterError
+from clusters.local import build, process, versions
+from clusters.local.catalogue_table import ZONES
+from clusters.local.cluster import LocalCluster, await_started
+from fixtures.waits import Observation
+
+log = logging.getLogger(__name__)
+
+REGION = "us-west-2"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws")
+
+
+class AwsSimCluster(LocalCluster):
+    mode = "aws-sim"
+
+    def __init__(self, name: str = "awssim-e2e",
+                 karpenter_version: str = versions.AWS_PROVIDER,
+                 apiserver_port: int | None = None, ami: str = "al2023@latest"):
+        awsbuild.target(karpenter_version)  # refuse a version aws-sim does not build
+        super().__init__(name, karpenter_version, apiserver_port=apiserver_port)
+        self.ami = ami
+        self.aws_file = self.run_dir / "aws.json"
+
+    # ---- the fake AWS --------------------------------------------------------------------
+    def seeded(self) -> Seeded:
+        try:
+            return Seeded.from_json(self.aws_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"the fake AWS of {self.name!r} is not seeded ({self.aws_file}: "
+                               f"{exc})") from None
+
+    def aws_endpoint(self) -> str | None:
+        port = self._state().get("aws_port")
+        return f"http://127.0.0.1:{port}" if port else None
+
+    def _start_cloud(self) -> None:
+        """Start the fake AWS while kwokctl starts the control plane (it boots and seeds in
+        seconds; its registrar waits for the kubeconfig)."""
+        port = process.free_port()
+        log_path = self.logs_dir / "aws-sim.log"
+        cmd = [sys.executable, "-m", "clusters.awssim.server", "--run-dir", str(self.run_dir),
+               "--port", str(port), "--region", REGION, "--cluster", self.name,
+               "--kubernetes-version", versions.KUBERNETES, "--kubeconfig", str(self.kubeconfig),
+               "--pricing-go", str(awsbuild.pricing_table(self.karpenter_version)),
+               "--zones", ",".join(ZONES),
+               "--response-cache", str(build.cache_dir() / "aws-sim" / "responses.pickle")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+        with open(log_path, "a") as out:
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, cwd=self.run_dir,
+                                    start_new_session=True)
+        self._save_state(aws_pid=proc.pid, aws_port=port)
+        self._fake = proc
+
+    def _prepare_cloud(self) -> None:
+        """Wait until the fake AWS is seeded (Karpenter starts next)."""
+        proc, port = self._fake, self._state()["aws_port"]
+        log_path = self.logs_dir / "aws-sim.log"
+
+        def seeded() -> Observation:
+            done = self.aws_file.exists()
+            return Observation(done, "seeded" if done else f"not seeded yet (port {port})")
+
+        await_started(proc, "the fake AWS", seeded, log_path,
+                      what=f"the fake AWS on 127.0.0.1:{port} to be seeded", poll=0.2)
+
+    def _stop_fake(self) -> None:
+        pid = self._state().get("aws_pid")
+        if pid:
+            process.terminate(pid)
+            self._save_state(aws_pid=None)
+
+    # ---- Karpenter -----------------------------------------------------------------------
+    def _karpenter_binary(self, version: str) -> Path:
+        return awsbuild.binary(version)
+
+    def _karpenter_command(self, binary: Path) -> list[str]:
+        # Started through a link in the run directory: the run directory in its command
+        # line is how down() finds this process even if state.json is lost.
+        link = self.run_dir / binary.name
+        if not link.exists():
+            link.symlink_to(binary)
+        return [str(link)]
+
+    def _karpenter_env(self) -> dict[str, str | None]:
+        endpoint = self.aws_endpoint()
+        if not endpoint:
+            raise ClusterError(f"the fake AWS of {self.name!r} is not running: start the "
+                               "cluster with `up`")
+        return {"CLUSTER_NAME": self.name, "CLUSTER_ENDPOINT": self._apiserver_url(),
+                "AWS_REGION": REGION, "AWS_ENDPOINT_URL": endpoint,
+                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_SESSION_TOKEN": None, "AWS_PROFILE": None,
+                "AWS_EC2_METADATA_DISABLED": "true",
+                # No pricing API here: the binary's built-in on-demand prices are used.
+                "ISOLATED_VPC": "true", "INTERRUPTION_QUEUE": self.name}
+
+    def _apiserver_url(self) -> str:
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        return config["clusters"][0]["cluster"]["server"]
+
+    def crd_dirs(self, version: str) -> list[Path]:
+        return [awsbuild.crd_dir(version)]
+
+    def _install_crds(self, version: str | None = None) -> None:
+        # Server-side with force: the provider's NodePool/NodeClaim CRDs carry the same
+        # names as core's, with EC2NodeClass's CEL rules alongside.
+        for d in self.crd_dirs(version or self.karpenter_version):
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(d))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                     *(f"crd/{c}" for c in CRDS), timeout=90)
+
+    # ---- what the suites see ---------------------------------------------------------------
+    def info(self) -> ClusterInfo:
+        base = super().info()
+        return dataclasses.replace(
+            base, versions={**base.versions, "karpenter_build": "karpenter-provider-aws"},
+            nodeclass_group="karpenter.k8s.aws", nodeclass_kind="EC2NodeClass",
+            nodeclass_version="v1", catalogue=None, aws_endpoint=self.aws_endpoint(),
+            region=REGION)
+
+    def render_nodeclass(self, name: str, labels: dict[str, str]) -> dict:
+        """Exactly what eks mode renders, for the role and tags the fake was seeded with."""
+        return EksCluster(self.name, self.kubeconfig, region=REGION,
+                          ami=self.ami).render_nodeclass(name, labels)
+
+    def ami_spec(self, ami: str) -> dict:
+        """EC2NodeClass spec fields pinning ``ami``, as eks mode renders them."""
+        return eks_ami_spec(ami)
+
+    def cheapest_family(self, requirements: list[dict]) -> list[str]:
+        raise ClusterError("aws-sim mode has no catalogue: Karpenter reads EC2's instance types")
+
+    def _component_pids(self) -> dict[str, int]:
+        pids = super()._component_pids()
+        if self._state().get("aws_pid"):
+            pids["aws-sim"] = self._state()["aws_pid"]
+        return pids
+
+    def down(self) -> None:
+        # Karpenter, then the fake (its registrar talks to the API server), then the rest.
+        self.stop_karpenter()
+        self._stop_fake()
+        super().down()
