@@ -26,6 +26,11 @@ def run_scenario(test: str, *args: str, deadline: float) -> tuple[subprocess.Com
     return proc, time.monotonic() - started
 
 
+def failures(out: str) -> str:
+    """The child's error lines: what a failed check here needs to say (the full output is long)."""
+    return "\n".join(line for line in out.splitlines() if line.startswith("E ")) or out[-3000:]
+
+
 def allure_attachments(results: Path) -> dict[str, str]:
     """Attachment name -> content, over every test result in an Allure results directory."""
     out = {}
@@ -58,7 +63,7 @@ def test_graviton_fails_with_no_instance_type_when_the_catalogue_has_no_arm64():
                               deadline=45)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
-    assert "timed out after 45s: expected 2 Running pods" in out
+    assert "timed out after 45s: expected 2 Running pods" in out, failures(out)
     verdict = re.search(r"diagnosis: (.*)", out)
     assert verdict and verdict.group(1).startswith("no instance type fits"), out[-3000:]
 
@@ -69,7 +74,7 @@ def test_gpu_placement_fails_when_gpu_families_are_missing():
         "--catalogue-without=family=g4dn,g5", "--timeouts=provision=45", deadline=45)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
-    assert "expected 2 Running pods of" in out and "gpu-app" in out
+    assert "expected 2 Running pods of" in out and "gpu-app" in out, failures(out)
     verdict = re.search(r"diagnosis: (.*)", out)
     assert verdict and verdict.group(1).startswith("no instance type fits"), out[-3000:]
 
