@@ -39,7 +39,7 @@ def consolidatable(claims: list[dict]) -> bool:
 
 @pytest.mark.scenario("budget-blocks")
 def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate_factory, expect,
-                                                       timings):
+                                                       timings, timeline):
     """Budget nodes "0": Karpenter finds the empty node Consolidatable, says the budget blocks
     it, and leaves it; budget raised to 100%: the node goes."""
     with allure.step('given a WhenEmpty pool (consolidateAfter 0s, budget nodes: "0"), inflate at 2'):
@@ -59,6 +59,7 @@ def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate
                                      f"Consolidatable", timeout=HOLD_S)
         expect.eventually_karpenter_says(BLOCKED_BY_BUDGET.format("Empty"), about=[pool.name],
                                          timeout=HOLD_S)
+        timeline.band(emptied, emptied + HOLD_S, f'budget nodes "0": nothing disrupted for {HOLD_S}s')
         expect.consistently_nodeclaims_untouched(pool, claims, emptied + HOLD_S - time.time())
 
     with allure.step("raise the budget to 100%"):
@@ -137,7 +138,7 @@ def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_fac
 
 @pytest.mark.scenario("pod-do-not-disrupt")
 def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_factory, expect,
-                                                    timings):
+                                                    timings, timeline):
     """Pods annotated karpenter.sh/do-not-disrupt on an underused node: Karpenter finds it
     Consolidatable and leaves it; annotation removed: it is consolidated."""
     with allure.step("given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 "
@@ -157,6 +158,7 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
     with allure.step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
         expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
                                      f"Consolidatable", timeout=HOLD_S)
+        timeline.band(scaled, scaled + HOLD_S, f"do-not-disrupt: nothing disrupted for {HOLD_S}s")
         expect.consistently_nodeclaims_untouched(pool, claims, scaled + HOLD_S - time.time())
 
     with allure.step("remove the annotation from the pods"):
@@ -175,7 +177,7 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
 
 @pytest.mark.scenario("pdb-blocks")
 def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, inflate_factory,
-                                                              expect, timings):
+                                                              expect, timings, timeline):
     """A PodDisruptionBudget maxUnavailable 0 over the pods of a drifted node: Karpenter marks
     it Drifted and leaves it; PDB deleted: the node is replaced."""
     with allure.step("given 2 pods with a PDB maxUnavailable 0 on an oldnode pool"):
@@ -192,6 +194,7 @@ def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, 
         expect.eventually_drifted(pool, claims)
 
     with allure.step(f"expect no replacement and no deletion while the PDB stands ({HOLD_S}s)"):
+        timeline.band(drifted, drifted + HOLD_S, f"PDB maxUnavailable 0: nothing disrupted for {HOLD_S}s")
         expect.consistently_nodeclaims_untouched(pool, claims, drifted + HOLD_S - time.time())
 
     with allure.step("delete the PDB"):
@@ -210,7 +213,7 @@ TGP_S = 30  # the pool's terminationGracePeriod
 
 @pytest.mark.scenario("termination-grace")
 def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, inflate_factory,
-                                                         expect, timings):
+                                                         expect, timings, timeline):
     """terminationGracePeriod 30s; do-not-disrupt pods on a drifted node: Karpenter still
     replaces it (the grace period bounds the wait), and the node goes once the period is
     over: not before (the pods held it), not long after."""
@@ -236,6 +239,8 @@ def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, infla
                                                 f"within terminationGracePeriod")
         for end in ends.values():
             assert end.deleting_at, f"NodeClaim {end.name} gone without a deletion seen: {end}"
+            timeline.band(end.deleting_at + TGP_S - 1, end.deleting_at + TGP_S + 20,
+                          f"{end.name} gone: terminationGracePeriod {TGP_S}s -1s … +20s")
             held = end.gone_at - end.deleting_at
             # deletionTimestamp has 1s resolution; the last 20s are termination's own steps.
             assert TGP_S - 1 <= held <= TGP_S + 20, \
