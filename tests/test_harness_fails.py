@@ -63,7 +63,9 @@ def test_graviton_fails_with_no_instance_type_when_the_catalogue_has_no_arm64():
                               deadline=45)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
-    assert "timed out after 45s: expected 2 Running pods" in out, failures(out)
+    # The deadline is 45 s; the message rounds the elapsed time, a second late on a busy machine.
+    timed_out = re.search(r"timed out after (\d+)s: expected 2 Running pods", out)
+    assert timed_out and 45 <= int(timed_out.group(1)) <= 50, failures(out)
     verdict = re.search(r"diagnosis: (.*)", out)
     assert verdict and verdict.group(1).startswith("no instance type fits"), out[-3000:]
 
