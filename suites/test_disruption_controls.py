@@ -37,14 +37,14 @@ def consolidatable(claims: list[dict]) -> bool:
                                 for c in claims)
 
 
-@pytest.mark.scenario("budget-blocks")
-def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate_factory, expect,
-                                                       timings, timeline):
-    """Budget nodes "0": Karpenter finds the empty node Consolidatable, says the budget blocks
-    it, and leaves it; budget raised to 100%: the node goes."""
-    with allure.step('given a WhenEmpty pool (consolidateAfter 0s, budget nodes: "0"), inflate at 2'):
+def given_an_emptied_pool(nodepool_factory, inflate_factory, expect, budgets: list[dict],
+                          what: str) -> tuple:
+    """The budget scenarios' first steps: a WhenEmpty pool (consolidateAfter 0s) with
+    ``budgets``, 2 pods on it, then scaled to 0. Returns the pool, its nodes, its NodeClaims'
+    names and when it emptied."""
+    with allure.step(f"given a WhenEmpty pool (consolidateAfter 0s, {what}), inflate at 2"):
         pool = nodepool_factory("default", spec={"disruption": {
-            **EMPTY_AT_ONCE, "budgets": [{"nodes": "0"}]}})
+            **EMPTY_AT_ONCE, "budgets": budgets}})
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
         nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
         claims = names(expect.nodeclaims(pool))
@@ -52,7 +52,16 @@ def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate
     with allure.step("scale inflate to 0"):
         inflate.scale(0)
         expect.eventually_pods_running(inflate, 0)
-        emptied = time.time()
+        return pool, nodes, claims, time.time()
+
+
+@pytest.mark.scenario("budget-blocks")
+def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate_factory, expect,
+                                                       timings, timeline):
+    """Budget nodes "0": Karpenter finds the empty node Consolidatable, says the budget blocks
+    it, and leaves it; budget raised to 100%: the node goes."""
+    pool, nodes, claims, emptied = given_an_emptied_pool(
+        nodepool_factory, inflate_factory, expect, [{"nodes": "0"}], 'budget nodes: "0"')
 
     with allure.step(f"expect the node Consolidatable, the budget named, nothing disrupted ({HOLD_S}s)"):
         expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
@@ -78,18 +87,9 @@ def test_budget_for_drift_does_not_block_empty_consolidation(nodepool_factory, i
                                                              expect, timings):
     """A budget nodes "0" for reason Drifted only: Karpenter consolidates the empty node
     (reason Empty) as if no budget were there, and never says a budget blocks Empty."""
-    with allure.step('given a WhenEmpty pool (consolidateAfter 0s) whose only budget is '
-                     'nodes: "0" for Drifted, and inflate at 2'):
-        pool = nodepool_factory("default", spec={"disruption": {
-            **EMPTY_AT_ONCE, "budgets": [{"nodes": "0", "reasons": ["Drifted"]}]}})
-        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
-        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
-        claims = names(expect.nodeclaims(pool))
-
-    with allure.step("scale inflate to 0"):
-        inflate.scale(0)
-        expect.eventually_pods_running(inflate, 0)
-        emptied = time.time()
+    pool, nodes, claims, emptied = given_an_emptied_pool(
+        nodepool_factory, inflate_factory, expect, [{"nodes": "0", "reasons": ["Drifted"]}],
+        'its only budget nodes: "0" for Drifted')
 
     with allure.step("expect the empty node consolidated as if unbudgeted"):
         expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S,
