@@ -29,6 +29,9 @@ class ClusterInfo:
     # endpoint in aws-sim mode.
     aws_endpoint: str | None = None
     region: str | None = None
+    # Karpenter feature gates the harness itself turned on (FEATURE_GATES); empty where it
+    # does not start Karpenter (eks: Helm's values decide) or sets none.
+    feature_gates: tuple[str, ...] = ()
 
 
 @dataclass

@@ -112,8 +112,10 @@ def verdict(row: Row, control: Row, expect: str = "killed") -> str:
 
 
 class Matrix:
-    def __init__(self, selected: list[Mutant], out: Path, jobs: int, pytest_args: list[str]):
+    def __init__(self, selected: list[Mutant], out: Path, jobs: int, pytest_args: list[str],
+                 cluster_prefix: str = "mut-"):
         self.mutants = selected
+        self.cluster_prefix = cluster_prefix
         self.out = out
         self.jobs = jobs
         self.pytest_args = pytest_args
@@ -157,7 +159,7 @@ class Matrix:
         run_dir.mkdir(parents=True, exist_ok=True)
         outcomes = run_dir / "outcomes.jsonl"
         outcomes.unlink(missing_ok=True)
-        cluster = f"mut-{row.name}"[:40]
+        cluster = f"{self.cluster_prefix}{row.name}"[:40]
         cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider",
                "-o", "log_cli=false", "-q", "--scenario", ",".join(row.claimed),
                "--cluster-name", cluster, "--outcomes", str(outcomes),
@@ -322,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mutant-dir", type=Path, default=mutants_mod.MUTANTS_DIR,
                    help="a folder of patches in the mutants/ format (e.g. a patched fork's)")
     p.add_argument("--jobs", type=int, default=2, help="clusters run at once")
+    p.add_argument("--cluster-prefix", default="mut-",
+                   help="prefix of the clusters' names (<prefix><mutant>): two matrices on one "
+                        "machine need different ones, or their controls share a cluster")
     p.add_argument("--out", type=Path, default=REPORTS / "mutants")
     p.add_argument("--alluredir", type=Path, default=REPORTS / "allure-results")
     p.add_argument("pytest_args", nargs="*", default=list(DEFAULT_PYTEST_ARGS),
@@ -343,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    matrix = Matrix(selected, args.out, max(1, args.jobs), args.pytest_args)
+    matrix = Matrix(selected, args.out, max(1, args.jobs), args.pytest_args, args.cluster_prefix)
     scenarios = sorted({s for m in selected for s in m.scenarios})
     print(f"mutant matrix: {len(selected)} mutants, scenarios {', '.join(scenarios)}, "
           f"{matrix.jobs} at a time", flush=True)

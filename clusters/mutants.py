@@ -115,6 +115,32 @@ def select(mutants: list[Mutant], names: list[str]) -> list[Mutant]:
     return [by_name[n] for n in names]
 
 
+def touched(mutant: Mutant) -> list[str]:
+    """The module paths the patch changes (its ``+++ b/...`` lines)."""
+    if not mutant.patched:
+        return []
+    return [line[6:].strip() for line in mutant.path.read_text(errors="replace").splitlines()
+            if line.startswith("+++ b/")]
+
+
+def apply_to_dirs(mutant: Mutant, module_dir: Path, rel_dirs: list[str], dest: Path) -> list[Path]:
+    """Copies of the module's ``rel_dirs`` under ``dest`` with the patch's hunks for them
+    applied: the CRDs a mutant changes, which the cluster installs instead of the module's."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    for rel in rel_dirs:
+        shutil.copytree(module_dir / rel, dest / rel)
+        for p in (dest / rel).rglob("*"):
+            p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    include = [f"--include={rel}/*" for rel in rel_dirs]
+    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", *include, str(mutant.path)],
+                          cwd=dest, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise MutantError(mutant.name, f"its CRD hunks do not apply to {module_dir.name}: "
+                                       + proc.stderr.strip()[:400])
+    return [dest / rel for rel in rel_dirs]
+
+
 def apply(mutant: Mutant, module_dir: Path, dest: Path) -> Path:
     """Copy the module to ``dest`` (writable) and apply the patch; name the failing hunk."""
     if dest.exists():

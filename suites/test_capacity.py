@@ -1,11 +1,14 @@
-"""Capacity types (workshop 003, seeds 000/004): on-demand:spot split and spot-only batch jobs."""
+"""Capacity (workshop 003, seeds 000/004; Karpenter's regression suite): on-demand:spot split,
+spot-only batch jobs, static NodePools (replicas) and NodeOverlays."""
 
+import time
 from collections import Counter
 
 import allure
 import pytest
 
-from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE
+from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, describe_claims
+from fixtures.waits import Observation
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"app": "inflate"}}}]
@@ -58,3 +61,138 @@ def test_spot_only_training_job_completes_on_spot(nodepool_factory, inflate_fact
         expect.expect_nodes_satisfy(pool, list({n.metadata.name: n for n in nodes}.values()))
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE]
                                                        for n in nodes))
+
+
+NODEPOOL = "karpenter.sh/nodepool"
+LIMIT_HOLD_S = 20  # how long a static pool is watched at its node limit
+
+
+@pytest.mark.scenario("static-capacity")
+@pytest.mark.feature_gate("StaticCapacity")
+def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, expect,
+                                                              timeline):
+    """A static pool (spec.replicas) with limits.nodes 3 and no pods: 2 replicas give 2
+    NodeClaims; 5 give 3, never more; 1 gives 1."""
+    with allure.step("given a static pool: replicas 2, limits nodes 3, no workload"):
+        spec = nodepool_factory.spec("default")
+        spec["spec"]["replicas"] = 2
+        spec["spec"]["limits"] = {"nodes": "3"}  # a static pool supports only a node limit
+        pool = nodepool_factory(spec)
+
+    def live(claims: list[dict]) -> list[dict]:
+        return [c for c in claims if not c["metadata"].get("deletionTimestamp")]
+
+    def count_is(n: int):
+        return lambda claims: len(claims) == n == len(live(claims))
+
+    with allure.step("expect 2 NodeClaims, launched with no pod asking for them"):
+        expect.eventually_nodeclaims(pool, count_is(2), "2 NodeClaims for replicas 2")
+        expect.eventually_nodes_launched_by_karpenter(pool, expect.nodes(pool))
+
+    def at_most(n: int):
+        def check() -> Observation:
+            claims = expect.nodeclaims(pool)
+            return Observation(len(claims) <= n, f"{len(claims)} NodeClaims: "
+                                                 f"{describe_claims(claims)}")
+        return check
+
+    with expect.throughout(at_most(3), f"NodePool {pool.name} to hold at most 3 NodeClaims "
+                                       "(limits.nodes) from replicas 5 on"):
+        with allure.step("raise replicas to 5: expect 3 NodeClaims (the limit), held"):
+            nodepool_factory.patch(pool, {"spec": {"replicas": 5}})
+            timeline.mark(time.time(), "replicas 5")
+            expect.eventually_nodeclaims(pool, count_is(3), "3 NodeClaims: replicas 5 cut to "
+                                                            "limits.nodes 3")
+            held = time.time()
+            timeline.band(held, held + LIMIT_HOLD_S, f"limits.nodes 3: no 4th NodeClaim for "
+                                                     f"{LIMIT_HOLD_S}s")
+            expect.consistently(at_most(3), "the pool to stay at 3 NodeClaims", LIMIT_HOLD_S)
+
+    with allure.step("lower replicas to 1: expect 1 NodeClaim left"):
+        nodepool_factory.patch(pool, {"spec": {"replicas": 1}})
+        timeline.mark(time.time(), "replicas 1")
+        expect.eventually_nodeclaims(pool, count_is(1), "1 NodeClaim for replicas 1")
+
+
+OVERLAY_RESOURCE = "example.com/dongle"
+OVERLAY_TYPE = "r5.xlarge"  # neither the cheapest fit nor otherwise special in the pool
+
+
+@pytest.mark.scenario("node-overlay-capacity")
+@pytest.mark.feature_gate("NodeOverlay")
+def test_capacity_overlay_decides_the_instance_type(nodepool_factory, inflate_factory, expect):
+    """A NodeOverlay gives one type of the pool an extended resource; a pod asking for it gets
+    a NodeClaim of that type alone (Karpenter's pick, in the NodeClaim's requirements)."""
+    with allure.step(f"given the default pool and an overlay adding {OVERLAY_RESOURCE} to "
+                     f"{OVERLAY_TYPE} in it"):
+        pool = nodepool_factory("default")
+        nodepool_factory.overlay("dongle", {
+            "requirements": [{"key": NODEPOOL, "operator": "In", "values": [pool.name]},
+                             {"key": INSTANCE_TYPE, "operator": "In", "values": [OVERLAY_TYPE]}],
+            "capacity": {OVERLAY_RESOURCE: "1"}})
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+                                  extended={OVERLAY_RESOURCE: "1"})
+
+    with allure.step("scale inflate to 1"):
+        inflate.scale(1)
+        pods = expect.eventually_pods_running(inflate, 1)
+
+    with allure.step(f"expect Karpenter to have picked {OVERLAY_TYPE} alone"):
+        nodes = expect.node_of_each_pod(pods)
+        claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        picked = {name: claim_requirement(c, INSTANCE_TYPE).get("values")
+                  for name, c in claims.items()}
+        assert all(v == [OVERLAY_TYPE] for v in picked.values()), \
+            f"NodeClaims' instance types, expected only {OVERLAY_TYPE}: {picked}"
+        assert nodes[0].metadata.labels.get(INSTANCE_TYPE) == OVERLAY_TYPE
+
+
+PRICE_TYPES = ["c5.large", "m5.large"]  # c5.large is the cheaper of the two by the catalogue
+CHEAPENED = "m5.large"
+OVERLAY_PRICE_BOUND_S = 90  # consolidateAfter 0s + 10s poll + 15s validation + launch, x2
+
+
+@pytest.mark.scenario("node-overlay-price")
+@pytest.mark.feature_gate("NodeOverlay")
+@pytest.mark.modes("local", "kind", reason="the launch picks by the fake catalogue's prices")
+def test_price_overlay_changes_karpenters_pick(nodepool_factory, inflate_factory, expect,
+                                              timeline):
+    """A pool of c5.large and m5.large, with an overlay pricing m5.large at $0.001: Karpenter
+    replaces the c5.large its provider launched (the cheaper by the catalogue) with an
+    m5.large, a NodeClaim of that type alone, because the overlay made it the cheaper one."""
+    with allure.step(f"given a pool of {PRICE_TYPES} (consolidateAfter 0s) and an overlay "
+                     f"pricing {CHEAPENED} at 0.001"):
+        spec = nodepool_factory.spec("default")
+        spec["spec"]["template"]["spec"]["requirements"].append(
+            {"key": INSTANCE_TYPE, "operator": "In", "values": PRICE_TYPES})
+        spec["spec"]["disruption"]["consolidateAfter"] = "0s"
+        pool = nodepool_factory(spec)
+        nodepool_factory.overlay("cheaper", {
+            "requirements": [{"key": NODEPOOL, "operator": "In", "values": [pool.name]},
+                             {"key": INSTANCE_TYPE, "operator": "In", "values": [CHEAPENED]}],
+            "price": "0.001"})
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+
+    with allure.step("scale inflate to 1"):
+        inflate.scale(1)
+        first = expect.node_of_each_pod(expect.eventually_pods_running(inflate, 1))[0]
+        scaled = time.time()
+
+    with allure.step(f"expect the pod to end on a {CHEAPENED} Karpenter picked alone"):
+        timeline.band(scaled, scaled + OVERLAY_PRICE_BOUND_S,
+                      f"replaced by {CHEAPENED} within {OVERLAY_PRICE_BOUND_S}s")
+
+        def on_cheapened(claims: list[dict]) -> bool:
+            return any(claim_requirement(c, INSTANCE_TYPE).get("values") == [CHEAPENED]
+                       and c.get("status", {}).get("nodeName") for c in claims)
+
+        expect.eventually_nodeclaims(pool, on_cheapened, f"a NodeClaim of {CHEAPENED} alone",
+                                     OVERLAY_PRICE_BOUND_S)
+        expect.watch_nodes_gone({first.metadata.name},
+                                max(1.0, scaled + OVERLAY_PRICE_BOUND_S - time.time()),
+                                f"the first node {first.metadata.name} to be replaced")
+        pods = expect.eventually_pods_running(inflate, 1)
+        node = expect.node_of_each_pod(pods)[0]
+        assert node.metadata.labels.get(INSTANCE_TYPE) == CHEAPENED, \
+            f"the pod runs on {node.metadata.labels.get(INSTANCE_TYPE)}, first on " \
+            f"{first.metadata.labels.get(INSTANCE_TYPE)}"

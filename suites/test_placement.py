@@ -3,13 +3,22 @@
 import allure
 import pytest
 
-from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, describe_claims
+from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, describe_claims
+from fixtures.timings import timestamp
 from fixtures.workloads import ONE_PER_NODE
 
 ARCH = "kubernetes.io/arch"
 ZONE = "topology.kubernetes.io/zone"
 CATEGORY = "karpenter.k8s.aws/instance-category"
 NODEPOOL = "karpenter.sh/nodepool"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def spread_over(key: str) -> dict:
+    """inflate's pods spread over ``key`` (maxSkew 1, DoNotSchedule), as a pod spec fragment."""
+    return {"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "inflate"}}}]}
 
 
 def labels_of(nodes, key: str) -> list[str]:
@@ -114,10 +123,8 @@ def test_zone_spread_pods_get_one_node_per_zone(nodepool_factory, inflate_factor
     three one-CPU pods onto one node."""
     with allure.step("given the default pool and inflate spread over zones"):
         pool = nodepool_factory("default")
-        spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
-                   "labelSelector": {"matchLabels": {"app": "inflate"}}}]
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
-                                  extra_pod_spec={"topologySpreadConstraints": spread})
+                                  extra_pod_spec=spread_over(ZONE))
 
     with allure.step("scale inflate to 3"):
         inflate.scale(3)
@@ -192,3 +199,98 @@ def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, in
         team_nodes = {n.metadata.name for n in expect.nodes(team)}
         idle = sorted(team_nodes - {n.metadata.name for n in on_team})
         assert not idle, f"team pool nodes no team pod runs on: {idle}"
+
+
+ONE_BATCH_S = 10  # NodeClaims of one provisioning decision are created within seconds
+
+
+def one_pod_per_claim(claims: list[dict], pods: int, what: str) -> None:
+    """Karpenter planned ``pods`` NodeClaims in one decision, each sized for one pod: its
+    requests (what Karpenter scheduled onto it) hold exactly one pod."""
+    assert len(claims) == pods, f"{len(claims)} NodeClaims for {pods} {what}: " \
+                                f"{describe_claims(claims)}"
+    packed = {c["metadata"]["name"]: c["spec"].get("resources", {}).get("requests", {}).get("pods")
+              for c in claims}
+    packed = {name: n for name, n in packed.items() if n != "1"}
+    assert not packed, f"NodeClaims planned for other than one pod (requests.pods): {packed}"
+    created = sorted(timestamp(c["metadata"]["creationTimestamp"]) for c in claims)
+    assert created[-1] - created[0] <= ONE_BATCH_S, \
+        f"the {pods} NodeClaims were created over {created[-1] - created[0]:.0f}s, not in one " \
+        f"provisioning decision (<= {ONE_BATCH_S}s)"
+
+
+@pytest.mark.scenario("hostname-spread")
+def test_hostname_spread_gets_one_node_per_pod(nodepool_factory, inflate_factory, expect):
+    """4 one-CPU pods spread over hostnames (maxSkew 1, DoNotSchedule): Karpenter plans 4
+    NodeClaims in one decision, each for one pod, where it would otherwise pack them."""
+    with allure.step("given the default pool and inflate spread over hostnames"):
+        pool = nodepool_factory("default")
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+                                  extra_pod_spec=spread_over(HOSTNAME))
+
+    with allure.step("scale inflate to 4"):
+        inflate.scale(4)
+        pods = expect.eventually_pods_running(inflate, 4)
+
+    with allure.step("expect 4 NodeClaims from one decision, each sized for one pod"):
+        nodes = list(expect.pods_on(pods).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        one_pod_per_claim(expect.nodeclaims(pool), 4, "hostname-spread pods")
+        assert len(nodes) == 4, f"4 pods on {len(nodes)} nodes"
+        expect.expect_nodes_satisfy(pool, nodes)
+
+
+@pytest.mark.scenario("anti-affinity")
+def test_anti_affine_pods_get_one_node_each(nodepool_factory, inflate_factory, expect):
+    """4 pods with required anti-affinity to each other on hostname: Karpenter plans 4
+    NodeClaims in one decision, one pod each."""
+    with allure.step("given the default pool and inflate anti-affine to itself per node"):
+        pool = nodepool_factory("default")
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+                                  extra_pod_spec={"affinity": ONE_PER_NODE})
+
+    with allure.step("scale inflate to 4"):
+        inflate.scale(4)
+        pods = expect.eventually_pods_running(inflate, 4)
+
+    with allure.step("expect 4 NodeClaims from one decision, each sized for one pod"):
+        nodes = list(expect.pods_on(pods).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        one_pod_per_claim(expect.nodeclaims(pool), 4, "anti-affine pods")
+        expect.expect_nodes_satisfy(pool, nodes)
+
+
+@pytest.mark.scenario("pod-affinity")
+def test_affine_pods_follow_an_existing_pod_to_its_zone(nodepool_factory, inflate_factory,
+                                                        expect, cluster):
+    """A pod already running in the last zone; 3 one-CPU pods with required zone affinity to
+    it: Karpenter plans their NodeClaims for that zone only (the claims' zone requirement),
+    though the pool allows every zone."""
+    zone = cluster.info.zones[-1]
+    with allure.step(f"given the default pool and an anchor pod running in {zone}"):
+        pool = nodepool_factory("default")
+        anchor = inflate_factory("anchor", replicas=1,
+                                 node_selector={**pool.template_labels, ZONE: zone})
+        anchor_node = expect.node_of_each_pod(expect.eventually_pods_running(anchor, 1))[0]
+        anchor_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "anchor"}}}]}}
+        # Each follower needs its own CPU: none fits beside the anchor on its node.
+        followers = inflate_factory("follower", replicas=0, node_selector=pool.template_labels,
+                                    extra_pod_spec={"affinity": affinity})
+
+    with allure.step("scale the followers to 3"):
+        followers.scale(3)
+        pods = expect.eventually_pods_running(followers, 3)
+
+    with allure.step(f"expect Karpenter's new NodeClaims to be for {zone} only"):
+        nodes = list(expect.pods_on(pods).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        new = [c for c in expect.nodeclaims(pool) if c["metadata"]["name"] not in anchor_claims]
+        assert new, f"no NodeClaim for the followers: all run beside the anchor on " \
+                    f"{anchor_node.metadata.name}"
+        zones = {c["metadata"]["name"]: claim_requirement(c, ZONE).get("values") for c in new}
+        wrong = {name: values for name, values in zones.items() if values != [zone]}
+        assert not wrong, f"follower NodeClaims not planned for {zone} only (zone " \
+                          f"requirement): {wrong}"
+        assert_all_labelled(nodes, ZONE, zone, "followers' nodes")

@@ -156,3 +156,53 @@ def test_a_mutant_that_does_not_build_names_the_compiler_line(tmp_path, monkeypa
     with pytest.raises(ClusterError, match=r"mutant broken: does not build: .*main\.go:32"):
         build.build_mutant(m)
     assert not build.mutant_path(m).exists()
+
+
+CRD_PATCH = """# regression: a CEL rule lost
+# scenarios: validation
+# family: placement
+# version: v1.15.0
+--- a/crds/pool.yaml
++++ b/crds/pool.yaml
+@@ -1,3 +1,2 @@
+ rules:
+-  - no-hostname
+   - in-has-values
+--- a/hello.go
++++ b/hello.go
+@@ -1,3 +1,3 @@
+ package hello
+ 
+-const Limit = 10
++const Limit = 1000
+"""
+
+
+def test_a_crd_mutant_patches_copies_of_the_crd_folders_only(tmp_path):
+    """The cluster installs CRDs from these copies: only the CRD hunks apply, the module and
+    its other files stay as they are."""
+    module = tmp_path / "module"
+    (module / "crds").mkdir(parents=True)
+    (module / "crds" / "pool.yaml").write_text("rules:\n  - no-hostname\n  - in-has-values\n")
+    (module / "hello.go").write_text("package hello\n\nconst Limit = 10\n")
+    (tmp_path / "crd.patch").write_text(CRD_PATCH)
+    m = mutants.parse(tmp_path / "crd.patch")
+    assert mutants.touched(m) == ["crds/pool.yaml", "hello.go"]
+    [out] = mutants.apply_to_dirs(m, module, ["crds"], tmp_path / "copy")
+    assert (out / "pool.yaml").read_text() == "rules:\n  - in-has-values\n"
+    assert "no-hostname" in (module / "crds" / "pool.yaml").read_text()
+    assert not (tmp_path / "copy" / "hello.go").exists()
+    (module / "crds" / "pool.yaml").write_text("rules: []\n")  # the hunk no longer applies
+    with pytest.raises(ClusterError, match="mutant crd: its CRD hunks do not apply"):
+        mutants.apply_to_dirs(m, module, ["crds"], tmp_path / "copy2")
+
+
+def test_the_shipped_crd_mutant_changes_the_installed_nodepool_crd(tmp_path):
+    from clusters.local import build, versions
+    m = mutants.parse(ROOT / "mutants" / "nodepool-crd-rules-dropped.patch")
+    module = build.download_module("sigs.k8s.io/karpenter", m.version, versions.GO_TOOLCHAIN)
+    dirs = mutants.apply_to_dirs(m, module, ["kwok/charts/crds", "kwok/apis/crds"], tmp_path / "c")
+    crd = (dirs[0] / "karpenter.sh_nodepools.yaml").read_text()
+    assert 'label "kubernetes.io/hostname" is restricted' in \
+        (module / "kwok/charts/crds/karpenter.sh_nodepools.yaml").read_text()
+    assert "requirements with operator 'In' must have a value defined" not in crd

@@ -38,6 +38,7 @@ CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.kar
 
 class AwsSimCluster(LocalCluster):
     mode = "aws-sim"
+    feature_gates = ()  # the AWS provider runs with its defaults (its env sets none)
 
     def __init__(self, name: str = "awssim-e2e",
                  karpenter_version: str = versions.AWS_PROVIDER,

@@ -26,16 +26,24 @@ from clusters.errors import ClusterError, CommandTimeout
 from clusters.filelock import file_lock
 from clusters.local import build, catalogue, process, versions
 from clusters.local.catalogue_table import ZONES, EC2Type
+from clusters import mutants
 from clusters.mutants import Mutant
 from fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, WaitTimeout, eventually
 
 log = logging.getLogger(__name__)
 
 ASSETS = Path(__file__).parent / "assets"
+# Alpha gates local mode turns on (off by default in Karpenter v1.14 and v1.15, which both
+# know them), so the static-capacity and node-overlay scenarios can run. Both are inert for
+# every other scenario: StaticCapacity acts only on NodePools that set spec.replicas, and
+# NodeOverlay with no NodeOverlay objects hands the instance types on unchanged (its store
+# marks each NodePool evaluated on the reconcile the NodePool's creation triggers).
+FEATURE_GATES = ("NodeOverlay", "StaticCapacity")
 
 
 class LocalCluster:
     mode = "local"
+    feature_gates = FEATURE_GATES
 
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  apiserver_port: int | None = None,
@@ -174,6 +182,7 @@ class LocalCluster:
             zones=ZONES,
             karpenter_log=self.logs_dir / "karpenter.log",
             catalogue=self.catalogue_file,
+            feature_gates=tuple(self.feature_gates),
         )
 
     # ---- up ------------------------------------------------------------------------------
@@ -297,7 +306,13 @@ class LocalCluster:
 
     def crd_dirs(self, version: str) -> list[Path]:
         module = build.download_module("sigs.k8s.io/karpenter", version, versions.GO_TOOLCHAIN)
-        return [module / "kwok" / "charts" / "crds", module / "kwok" / "apis" / "crds"]
+        rel = ["kwok/charts/crds", "kwok/apis/crds"]
+        if self._runs_mutant(version) and any(
+                p.startswith(tuple(f"{r}/" for r in rel)) for p in mutants.touched(self.mutant)):
+            # A CRD mutant (a validation rule lost): its patched CRDs are what gets installed.
+            return mutants.apply_to_dirs(self.mutant, module, rel,
+                                         build.cache_dir() / "mutants" / "crds" / self.mutant.key)
+        return [module / r for r in rel]
 
     def _install_crds(self, version: str | None = None) -> None:
         for d in self.crd_dirs(version or self.karpenter_version):
@@ -350,7 +365,7 @@ class LocalCluster:
 
     def _karpenter_env(self) -> dict[str, str | None]:
         """Cloud-provider settings on top of the common environment (None unsets one)."""
-        return {}
+        return {"FEATURE_GATES": ",".join(f"{g}=true" for g in self.feature_gates)}
 
     def _runs_mutant(self, version: str) -> bool:
         return self.mutant is not None and version == self.mutant.version

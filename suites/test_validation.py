@@ -1,0 +1,153 @@
+"""Validation (Karpenter's regression suite): NodePools the API must reject, and minValues.
+
+The rules are the NodePool CRD's own (OpenAPI schema and CEL), enforced by the API server:
+each defective pool is submitted as a dry run and must come back 422 with the CRD's message.
+The same pool without the defect is accepted first, so the rejection is the defect's alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import allure
+import pytest
+from kubernetes.client.rest import ApiException
+
+from fixtures.expect import INSTANCE_TYPE, claim_requirement, describe_claims
+
+HOSTNAME = "kubernetes.io/hostname"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+
+
+def requirements(spec: dict) -> list[dict]:
+    return spec["spec"]["template"]["spec"]["requirements"]
+
+
+def add_requirement(req: dict) -> Callable[[dict], None]:
+    return lambda spec: requirements(spec).append(req)
+
+
+def set_disruption(key: str, value: str) -> Callable[[dict], None]:
+    return lambda spec: spec["spec"]["disruption"].update({key: value})
+
+
+def add_template_label(key: str, value: str) -> Callable[[dict], None]:
+    return lambda spec: spec["spec"]["template"]["metadata"]["labels"].update({key: value})
+
+
+@dataclass(frozen=True)
+class Defect:
+    id: str
+    what: str
+    apply: Callable[[dict], None]
+    message: str  # the CRD's words, as the API server returns them
+
+    def __str__(self) -> str:
+        return self.id
+
+
+FAMILY = "karpenter.k8s.aws/instance-family"
+DEFECTS = [
+    Defect("hostname-requirement", "a requirement on kubernetes.io/hostname",
+           add_requirement({"key": HOSTNAME, "operator": "In", "values": ["a-node"]}),
+           'label "kubernetes.io/hostname" is restricted'),
+    Defect("nodepool-requirement", "a requirement on karpenter.sh/nodepool",
+           add_requirement({"key": NODEPOOL_LABEL, "operator": "In", "values": ["other"]}),
+           'label "karpenter.sh/nodepool" is restricted'),
+    Defect("nodepool-label", "a template label karpenter.sh/nodepool",
+           add_template_label(NODEPOOL_LABEL, "other"),
+           'label "karpenter.sh/nodepool" is restricted'),
+    Defect("in-without-values", "an In requirement with no values",
+           add_requirement({"key": FAMILY, "operator": "In", "values": []}),
+           "requirements with operator 'In' must have a value defined"),
+    Defect("negative-consolidate-after", "consolidateAfter -30s",
+           set_disruption("consolidateAfter", "-30s"),
+           "spec.disruption.consolidateAfter in body should match"),
+    Defect("min-values-above-values", "minValues 3 over 2 values",
+           add_requirement({"key": FAMILY, "operator": "In", "values": ["c5", "m5"],
+                            "minValues": 3}),
+           "requirements with 'minValues' must have at least that many values specified in "
+           "the 'values' field"),
+    Defect("min-values-zero", "minValues 0",
+           add_requirement({"key": FAMILY, "operator": "In", "values": ["c5", "m5"],
+                            "minValues": 0}),
+           "minValues in body should be greater than or equal to 1"),
+]
+
+
+def rejection(submit: Callable[[], object]) -> ApiException | None:
+    try:
+        submit()
+    except ApiException as exc:
+        return exc
+    return None
+
+
+def api_message(exc: ApiException) -> str:
+    try:
+        return json.loads(exc.body).get("message", exc.body)
+    except (TypeError, ValueError):
+        return str(exc.body)
+
+
+@pytest.mark.scenario("validation")
+@pytest.mark.parametrize("defect", DEFECTS, ids=str)
+def test_api_rejects_invalid_nodepool(nodepool_factory, defect: Defect):
+    """The default pool is accepted; with one defect it is rejected (422) with the CRD's message."""
+    with allure.step("given the default pool, accepted as it is (dry run)"):
+        spec = nodepool_factory.spec("default")
+        refused = rejection(lambda: nodepool_factory.dry_run(spec))
+        assert refused is None, f"the valid default pool was rejected: {api_message(refused)}"
+
+    with allure.step(f"submit it with {defect.what}"):
+        defect.apply(spec)
+        refused = rejection(lambda: nodepool_factory.dry_run(spec))
+
+    with allure.step(f"expect a 422 saying: {defect.message}"):
+        assert refused is not None, f"the API server accepted a NodePool with {defect.what}"
+        assert refused.status == 422, f"rejected with {refused.status}, not 422 (Invalid): " \
+                                      f"{api_message(refused)}"
+        assert defect.message in api_message(refused), \
+            f"rejected for another reason: {api_message(refused)!r}"
+
+
+MIN_TYPES = 3
+# Two 1-CPU pods fit together only on an xlarge (a large keeps 1.9 CPU after KWOK's 100m
+# kube-reserved), and the pool allows just two xlarges: packing both pods onto one NodeClaim
+# would leave it 2 instance types, fewer than minValues.
+MIN_VALUES_TYPES = ["c5.large", "m5.large", "r5.large", "c5.xlarge", "m5.xlarge"]
+
+
+@pytest.mark.scenario("min-values")
+@pytest.mark.modes("local", "kind", reason="the packing argument needs the fake catalogue's "
+                   "sizes and KWOK's 100m kube-reserved")
+def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_factory, expect):
+    """A pool allowing 5 types with minValues 3 on the instance type; 2 one-CPU pods: Karpenter
+    gives each pod its own NodeClaim with at least 3 types rather than one NodeClaim whose
+    only fits are the 2 xlarges."""
+    with allure.step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
+                     f"minValues {MIN_TYPES}"):
+        spec = nodepool_factory.spec("default")
+        requirements(spec).append({"key": INSTANCE_TYPE, "operator": "In",
+                                   "values": MIN_VALUES_TYPES, "minValues": MIN_TYPES})
+        pool = nodepool_factory(spec)
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+
+    with allure.step("scale inflate to 2"):
+        inflate.scale(2)
+        pods = expect.eventually_pods_running(inflate, 2)
+
+    with allure.step(f"expect every NodeClaim to keep at least {MIN_TYPES} instance types"):
+        nodes = list(expect.pods_on(pods).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        claims = expect.nodeclaims(pool)
+        narrow = {c["metadata"]["name"]: claim_requirement(c, INSTANCE_TYPE).get("values")
+                  for c in claims}
+        narrow = {name: values for name, values in narrow.items()
+                  if len(values or []) < MIN_TYPES}
+        assert not narrow, f"NodeClaims with fewer than minValues {MIN_TYPES} instance " \
+                           f"types: {narrow}"
+        assert len(claims) == 2, f"{len(claims)} NodeClaims for 2 pods that fit one NodeClaim " \
+                                 f"of {MIN_TYPES} types each: {describe_claims(claims)}"

@@ -1,0 +1,26 @@
+"""Local mode's Karpenter feature gates: what it sets, what the suites see, and that both
+pinned versions know the gates (an unknown gate would silently do nothing)."""
+
+import pytest
+
+from clusters.awssim.cluster import AwsSimCluster
+from clusters.local import build, versions
+from clusters.local.cluster import FEATURE_GATES, LocalCluster
+
+
+def test_local_mode_turns_on_its_gates_and_tells_the_suites():
+    cluster = LocalCluster("feature-gates-test")
+    assert cluster._karpenter_env()["FEATURE_GATES"] == "NodeOverlay=true,StaticCapacity=true"
+    assert cluster.info().feature_gates == FEATURE_GATES
+
+
+def test_aws_sim_runs_the_provider_with_its_defaults():
+    assert AwsSimCluster("feature-gates-test-aws").info().feature_gates == ()
+
+
+@pytest.mark.parametrize("version", versions.KARPENTER_VERSIONS)
+def test_both_pinned_versions_know_the_gates(version):
+    module = build.download_module("sigs.k8s.io/karpenter", version, versions.GO_TOOLCHAIN)
+    options = (module / "pkg/operator/options/options.go").read_text()
+    for gate in FEATURE_GATES:
+        assert f'"{gate}"' in options, f"Karpenter {version} has no {gate} feature gate"
