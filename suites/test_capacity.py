@@ -7,7 +7,8 @@ from collections import Counter
 import allure
 import pytest
 
-from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, describe_claims
+from fixtures.expect import (CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, condition,
+                             describe_claims)
 from fixtures.waits import Observation
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
@@ -67,27 +68,31 @@ NODEPOOL = "karpenter.sh/nodepool"
 LIMIT_HOLD_S = 20  # how long a static pool is watched at its node limit
 
 
+STATIC_TYPES = ["c5.large", "m5.large"]
+
+
 @pytest.mark.scenario("static-capacity")
 @pytest.mark.feature_gate("StaticCapacity")
 def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, expect,
                                                               timeline):
     """A static pool (spec.replicas) with limits.nodes 3 and no pods: 2 replicas give 2
-    NodeClaims; 5 give 3, never more; 1 gives 1."""
+    launched NodeClaims with nodes; 5 give 3, never a 4th; 1 gives 1."""
     with allure.step("given a static pool: replicas 2, limits nodes 3, no workload"):
         spec = nodepool_factory.spec("default")
         spec["spec"]["replicas"] = 2
         spec["spec"]["limits"] = {"nodes": "3"}  # a static pool supports only a node limit
+        # A static NodeClaim carries the pool's requirements only, and the KWOK provider
+        # launches only a NodeClaim that names its instance types (upstream's suite does the
+        # same for KWOK).
+        spec["spec"]["template"]["spec"]["requirements"].append(
+            {"key": INSTANCE_TYPE, "operator": "In", "values": STATIC_TYPES})
         pool = nodepool_factory(spec)
 
-    def live(claims: list[dict]) -> list[dict]:
-        return [c for c in claims if not c["metadata"].get("deletionTimestamp")]
-
-    def count_is(n: int):
-        return lambda claims: len(claims) == n == len(live(claims))
-
-    with allure.step("expect 2 NodeClaims, launched with no pod asking for them"):
-        expect.eventually_nodeclaims(pool, count_is(2), "2 NodeClaims for replicas 2")
-        expect.eventually_nodes_launched_by_karpenter(pool, expect.nodes(pool))
+    def launched(n: int):
+        """Exactly ``n`` NodeClaims, none deleting, each Launched with its node."""
+        return lambda claims: len(claims) == n and all(
+            not c["metadata"].get("deletionTimestamp") and c.get("status", {}).get("nodeName")
+            and (condition(c, "Launched") or {}).get("status") == "True" for c in claims)
 
     def at_most(n: int):
         def check() -> Observation:
@@ -96,13 +101,19 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
                                                  f"{describe_claims(claims)}")
         return check
 
+    with allure.step("expect 2 NodeClaims launched, with no pod asking for them"):
+        expect.eventually_nodeclaims(pool, launched(2), "2 launched NodeClaims for replicas 2")
+        nodes = expect.nodes(pool)
+        assert len(nodes) == 2, f"{len(nodes)} nodes for 2 launched NodeClaims"
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+
     with expect.throughout(at_most(3), f"NodePool {pool.name} to hold at most 3 NodeClaims "
                                        "(limits.nodes) from replicas 5 on"):
-        with allure.step("raise replicas to 5: expect 3 NodeClaims (the limit), held"):
+        with allure.step("raise replicas to 5: expect 3 launched NodeClaims (the limit), held"):
             nodepool_factory.patch(pool, {"spec": {"replicas": 5}})
             timeline.mark(time.time(), "replicas 5")
-            expect.eventually_nodeclaims(pool, count_is(3), "3 NodeClaims: replicas 5 cut to "
-                                                            "limits.nodes 3")
+            expect.eventually_nodeclaims(pool, launched(3), "3 launched NodeClaims: replicas 5 "
+                                                            "cut to limits.nodes 3")
             held = time.time()
             timeline.band(held, held + LIMIT_HOLD_S, f"limits.nodes 3: no 4th NodeClaim for "
                                                      f"{LIMIT_HOLD_S}s")
@@ -111,7 +122,7 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
     with allure.step("lower replicas to 1: expect 1 NodeClaim left"):
         nodepool_factory.patch(pool, {"spec": {"replicas": 1}})
         timeline.mark(time.time(), "replicas 1")
-        expect.eventually_nodeclaims(pool, count_is(1), "1 NodeClaim for replicas 1")
+        expect.eventually_nodeclaims(pool, launched(1), "1 launched NodeClaim for replicas 1")
 
 
 OVERLAY_RESOURCE = "example.com/dongle"
