@@ -247,6 +247,16 @@ class LocalCluster:
         self._install_crds()
         self._prepare_cloud()
         self.start_karpenter(self.karpenter_version)
+        self._check_components()
+
+    def _check_components(self) -> None:
+        """Every component still running. On a loaded machine kube-controller-manager can give
+        up at start ("failed to wait for apiserver being healthy") while the API answers: no
+        ReplicaSet would then create a pod, and every scenario would time out on "no pods"."""
+        dead = [n for n, ok in self.status().components.items() if not ok]
+        if dead:
+            raise ClusterError(f"{', '.join(dead)} exited during bring-up:\n"
+                               + self._log_tails(dead))
 
     def _start_cloud(self) -> None:
         """Start what the cloud provider needs while the control plane comes up: nothing here."""
@@ -292,7 +302,7 @@ class LocalCluster:
     def _healthy(self) -> bool:
         try:
             return (self.kubectl("get", "--raw", "/readyz", timeout=10).strip() == "ok"
-                    and self._karpenter_ready())
+                    and self._karpenter_ready() and self.status().running)
         except ClusterError:
             return False
 
