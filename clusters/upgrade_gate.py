@@ -1,8 +1,9 @@
 """`python -m clusters.upgrade_gate --from v1.14.3 --to v1.15.0`: the upgrade acceptance gate.
 
 0. Performance side by side: the scale case sized by --perf-pods (scenario scale-perf in
-   suites/test_scale.py) on FROM, then on TO, each on a fresh cluster of that version. Each
-   figure as TO/FROM; one over its limit (--perf-max-ratio, --perf-ratios) fails the gate.
+   suites/test_scale.py) on FROM and on TO, each on a fresh cluster of that version, both at
+   once (--perf-serial: one after the other). Each figure as TO/FROM; one over its limit
+   (--perf-max-ratio, --perf-ratios) fails the gate.
 1. Bring up Karpenter FROM, with the workshop pool and a running workload, and upgrade it
    to TO (new CRDs first, then the controller). Nothing may be disrupted for a window
    (suites/test_upgrade.py).
@@ -135,10 +136,26 @@ def perf_dir(out: Path, version: str) -> Path:
 
 
 def pytest(args: list[str], log: Path) -> int:
-    cmd = [sys.executable, "-m", "pytest", *args]
-    print("$", " ".join(cmd), flush=True)
-    with open(log, "w") as out:
-        return subprocess.run(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
+    return pytest_together([(args, log)])[0]
+
+
+def pytest_together(runs: list[tuple[list[str], Path]]) -> list[int]:
+    """Start every pytest run at once and wait for all; their exit codes, in order."""
+    procs = []
+    try:
+        for args, log in runs:
+            cmd = [sys.executable, "-m", "pytest", *args]
+            print("$", " ".join(cmd), flush=True)
+            with open(log, "w") as out:
+                procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=out,
+                                              stderr=subprocess.STDOUT))
+        return [p.wait() for p in procs]
+    finally:  # Ctrl-C reaches the children too (one process group): let them clean up
+        for p in procs:
+            try:
+                p.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="per-figure limits over --perf-max-ratio (default "
                         f"{PERF_RATIOS!r}); figures: scale_out_s, nodes, cost_per_hour, "
                         "karpenter_cpu_s, karpenter_peak_rss_mib, consolidation_s")
+    p.add_argument("--perf-serial", action="store_true",
+                   help="measure FROM, then TO, instead of both at once (see README: at once, "
+                        "both see the same load from the rest of the machine)")
     p.add_argument("--disrupt", action="store_true",
                    help="self-test: ship a disruptive NodePool change with the upgrade")
     p.add_argument("--out", type=Path, default=REPORTS / "upgrade-gate")
@@ -175,33 +195,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    fresh = ["--cluster", args.cluster, "--cluster-name", args.cluster_name,
-             "-p", "no:cacheprovider", "--alluredir", str(args.out / "allure-results")]
-    common = [*fresh, "--keep-cluster"]
+    fresh = ["--cluster", args.cluster, "-p", "no:cacheprovider",
+             "--alluredir", str(args.out / "allure-results")]
+    common = [*fresh, "--cluster-name", args.cluster_name, "--keep-cluster"]
     backend = backends.create(argparse.Namespace(
         cluster=args.cluster, cluster_name=args.cluster_name, karpenter_version=args.to_v,
         apiserver_port=None, catalogue_without=None))
-    backend.down()  # a fresh cluster: FROM must be what runs when the gate starts
+    # Each perf phase on a fresh cluster of its own: the run must not start on another's etcd
+    # history and warm caches (bring-up is seconds).
+    perf_names = {args.from_v: f"{args.cluster_name}-from",
+                  args.to_v: f"{args.cluster_name}-to"} if args.perf_pods else {}
+    perf_backends = {v: backends.create(argparse.Namespace(
+        cluster=args.cluster, cluster_name=name, karpenter_version=v, apiserver_port=None,
+        catalogue_without=None)) for v, name in perf_names.items()}
+    for b in (backend, *perf_backends.values()):
+        b.down()  # fresh clusters: FROM must be what runs when the gate starts
+    # Cleared here, not by a phase's --clean-alluredir: the perf phases write at once.
+    shutil.rmtree(args.out / "allure-results", ignore_errors=True)
     phases: dict[str, tuple[int, Path]] = {}
     try:
-        for v in (args.from_v, args.to_v) if args.perf_pods else ():
-            # A fresh cluster per version: the second run must not start on the first's etcd
-            # history and warm caches (bring-up is seconds). Not --keep-cluster: each
-            # session takes its cluster down.
+        measures = []
+        for v, b in perf_backends.items():
             shutil.rmtree(perf_dir(args.out, v), ignore_errors=True)  # no stale "latest"
-            measure = [*fresh, "suites/test_scale.py", "-m", "perf_gate",
-                    "--perf-pods", str(args.perf_pods), "--karpenter-version", v,
-                    "--reports-dir", str(perf_dir(args.out, v)),
-                    "--junitxml", str(args.out / f"perf-{v}.xml")]
-            if not phases:
-                measure.append("--clean-alluredir")
-            phases[f"perf on {v}"] = (pytest(measure, args.out / f"perf-{v}.log"),
-                                      args.out / f"perf-{v}.xml")
+            # Up before either run starts (creations take turns), so both scale out at once.
+            b.up()
+            measures.append(([*fresh, "--cluster-name", perf_names[v], "--keep-cluster",
+                              "suites/test_scale.py",
+                              "-m", "perf_gate", "--perf-pods", str(args.perf_pods),
+                              "--karpenter-version", v,
+                              "--reports-dir", str(perf_dir(args.out, v)),
+                              "--junitxml", str(args.out / f"perf-{v}.xml")],
+                             args.out / f"perf-{v}.log"))
+        codes = ([pytest(*m) for m in measures] if args.perf_serial
+                 else pytest_together(measures))
+        for v, rc in zip(perf_backends, codes):
+            phases[f"perf on {v}"] = (rc, args.out / f"perf-{v}.xml")
         upgrade = [*common, "suites/test_upgrade.py", "--karpenter-version", args.from_v,
                    "--upgrade-to", args.to_v, "--upgrade-window", str(args.window),
                    "--junitxml", str(args.out / "upgrade.xml")]
-        if not phases:
-            upgrade.append("--clean-alluredir")
         if args.disrupt:
             upgrade.append("--upgrade-disrupt")
         phases["upgrade"] = (pytest(upgrade, args.out / "upgrade.log"), args.out / "upgrade.xml")
@@ -214,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         phases[f"suites on {args.to_v}"] = (pytest(suites, args.out / "suites.log"),
                                             args.out / "suites.xml")
     finally:
-        backend.down()
+        for b in (backend, *perf_backends.values()):
+            b.down()
     perf = compare_perf(args.out, args.from_v, args.to_v, limits) if args.perf_pods else None
     v = verdict(phases, args.from_v, args.to_v, perf)
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))

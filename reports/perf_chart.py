@@ -76,7 +76,7 @@ def render(runs: list[tuple[str, dict]], rows: list[Row], path: Path, dpi: int =
     nodes_ax.set_xlim(0, end * 1.03)
     for ax in (pods_ax, nodes_ax):
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right" if ax is pods_ax else "upper right", fontsize=8)
+        ax.legend(loc="lower right" if ax is pods_ax else "best", fontsize=8)
     _ratios(ratio_ax, rows)
     before, after = (v for v, _ in runs)
     fig.suptitle(f"Upgrade gate performance: {before} (FROM) vs {after} (TO) — "
@@ -87,7 +87,7 @@ def render(runs: list[tuple[str, dict]], rows: list[Row], path: Path, dpi: int =
 
 
 def _ratios(ax, rows: list[Row]) -> None:
-    labels = [r.metric.label.split(":")[0] for r in rows]
+    labels = [r.metric.short for r in rows]
     shown = [min(r.ratio, 3.0) if r.ratio is not None and not math.isinf(r.ratio) else 0.0
              for r in rows]
     y = list(range(len(rows)))[::-1]
@@ -95,18 +95,19 @@ def _ratios(ax, rows: list[Row]) -> None:
     ax.scatter([r.limit for r in rows], y, marker="|", s=500, color="#000000", zorder=3)
     ax.axvline(1.0, color="#79706e", lw=1)
     for yi, r, width in zip(y, rows, shown):
-        text = (f"{perf_comparison._fmt(r.before, r.metric)} → "
-                f"{perf_comparison._fmt(r.after, r.metric)}  ({perf_comparison._ratio(r)})")
-        ax.text(0.03, yi + 0.36, text, fontsize=8, va="center")
+        text = (f"{perf_comparison.fmt(r.before, r.metric)} → "
+                f"{perf_comparison.fmt(r.after, r.metric)}  ({perf_comparison.fmt_ratio(r)})")
+        ax.text(0.03, yi + 0.38, text.replace("$", r"\$"), fontsize=8.5, va="center")
     ax.set_yticks(y, labels, fontsize=9)
     top = max([2.0] + [r.limit * 1.1 for r in rows] + [s * 1.05 for s in shown])
     ax.set_xlim(0, top)
     ax.set_xlabel("TO / FROM (1 = unchanged; | = the gate's limit)")
-    ax.set_title("each figure, TO over FROM", loc="left", fontsize=10)
+    ax.set_title("each figure, FROM → TO (TO/FROM)", loc="left", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(handles=[Line2D([], [], color=OK, lw=6, label="within its limit"),
                        Line2D([], [], color=OVER, lw=6, label="over: fails the gate")],
-              loc="lower right", fontsize=8)
+              loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2, fontsize=8,
+              frameon=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,8 @@ SCENARIO = "scale-perf"
 @dataclass(frozen=True)
 class Metric:
     key: str  # in the scenario's measurements
-    label: str
+    short: str  # the picture's label
+    label: str  # the table's
     unit: str
     # A difference at most this large never fails, whatever the ratio: the figure's own
     # resolution (timestamps are whole seconds, polls 2 s apart, /proc ticks of 10 ms).
@@ -30,12 +31,17 @@ class Metric:
 
 
 METRICS = (
-    Metric("scale_out_s", "scale-out: first pod created → all Running", "s", slack=3),
-    Metric("nodes", "nodes at scale-out", "", slack=0, digits=0),
-    Metric("cost_per_hour", "their cost per hour (catalogue prices)", "$/h", slack=0, digits=2),
-    Metric("karpenter_cpu_s", "Karpenter CPU, scale-out to last node gone", "s", slack=1),
-    Metric("karpenter_peak_rss_mib", "Karpenter peak resident memory", "MiB", slack=8, digits=0),
-    Metric("consolidation_s", "consolidation: scale to 0 → last node gone", "s", slack=5),
+    Metric("scale_out_s", "scale-out", "scale-out: first pod created → all Running", "s",
+           slack=3),
+    Metric("nodes", "nodes", "nodes at scale-out", "", slack=0, digits=0),
+    Metric("cost_per_hour", "cost per hour", "their cost per hour (catalogue prices)", "$/h",
+           slack=0, digits=2),
+    Metric("karpenter_cpu_s", "Karpenter CPU", "Karpenter CPU, scale-out to last node gone",
+           "s", slack=1),
+    Metric("karpenter_peak_rss_mib", "Karpenter peak RSS", "Karpenter peak resident memory",
+           "MiB", slack=8, digits=0),
+    Metric("consolidation_s", "consolidation", "consolidation: scale to 0 → last node gone", "s",
+           slack=5),
 )
 BY_KEY = {m.key: m for m in METRICS}
 
@@ -87,14 +93,14 @@ def compare(before: dict[str, float], after: dict[str, float],
     return [Row(m, before.get(m.key), after.get(m.key), limits[m.key]) for m in METRICS]
 
 
-def _fmt(value: float | None, metric: Metric) -> str:
+def fmt(value: float | None, metric: Metric) -> str:
     if value is None:
         return "not measured"
     text = f"{value:.{metric.digits}f}"
     return f"${text}/h" if metric.unit == "$/h" else f"{text} {metric.unit}".strip()
 
 
-def _ratio(row: Row) -> str:
+def fmt_ratio(row: Row) -> str:
     return "—" if row.ratio is None else "∞" if math.isinf(row.ratio) else f"{row.ratio:.2f}"
 
 
@@ -108,16 +114,16 @@ def breaches(rows: list[Row], from_v: str, to_v: str) -> list[str]:
             missing = [v for v, x in ((from_v, r.before), (to_v, r.after)) if x is None]
             out.append(f"perf: {r.metric.key} not measured on {' and '.join(missing)}")
         else:
-            out.append(f"perf: {r.metric.key} TO/FROM = {_ratio(r)} > {r.limit:g} "
-                       f"({from_v} {_fmt(r.before, r.metric)}, {to_v} {_fmt(r.after, r.metric)})")
+            out.append(f"perf: {r.metric.key} TO/FROM = {fmt_ratio(r)} > {r.limit:g} "
+                       f"({from_v} {fmt(r.before, r.metric)}, {to_v} {fmt(r.after, r.metric)})")
     return out
 
 
 def markdown(rows: list[Row], from_v: str, to_v: str) -> str:
     lines = [f"| figure | {from_v} | {to_v} | TO/FROM | limit | |", "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r.metric.label} | {_fmt(r.before, r.metric)} | "
-                     f"{_fmt(r.after, r.metric)} | {_ratio(r)} | {r.limit:g} | "
+        lines.append(f"| {r.metric.label} | {fmt(r.before, r.metric)} | "
+                     f"{fmt(r.after, r.metric)} | {fmt_ratio(r)} | {r.limit:g} | "
                      f"{'ok' if r.ok else '**over**'} |")
     return "\n".join(lines) + "\n"
 
