@@ -116,8 +116,9 @@ def test_scale_case_measured_for_the_upgrade_gate(nodepool_factory, inflate_fact
     with allure.step(f"scale to {total} pods, Karpenter's /metrics sampled from here"):
         karpenter_process.start()
         case.scale(total)
-        # The 1000-pod case took 63 s (README "Scale"); a deadline that grows with N.
-        case.eventually_running(total, timeout=120 + 0.9 * total, poll=2)
+        # The 1000-pod case took 63 s on a quiet machine (README "Scale"); 200 pods took up
+        # to 180 s beside other sessions' clusters and Go builds: a deadline well past both.
+        case.eventually_running(total, timeout=300 + 1.5 * total, poll=2)
         pods = case.pods()
         nodes = expect.nodes(case.pool)
         marks = provisioning(pods, expect.nodeclaims(case.pool), nodes)
