@@ -212,17 +212,21 @@ def main(argv: list[str] | None = None) -> int:
         b.down()  # fresh clusters: FROM must be what runs when the gate starts
     # Cleared here, not by a phase's --clean-alluredir: the perf phases write at once.
     shutil.rmtree(args.out / "allure-results", ignore_errors=True)
+    shutil.rmtree(args.out / "perf-barrier", ignore_errors=True)
     phases: dict[str, tuple[int, Path]] = {}
     try:
         measures = []
         for v, b in perf_backends.items():
             shutil.rmtree(perf_dir(args.out, v), ignore_errors=True)  # no stale "latest"
-            # Up before either run starts (creations take turns), so both scale out at once.
+            # Up before either run starts (creations take turns); the runs then meet at the
+            # barrier (a session may still re-create a cluster it finds unhealthy).
             b.up()
             measures.append(([*fresh, "--cluster-name", perf_names[v], "--keep-cluster",
                               "suites/test_scale.py",
                               "-m", "perf_gate", "--perf-pods", str(args.perf_pods),
                               "--karpenter-version", v,
+                              "--perf-barrier", str(args.out / "perf-barrier"),
+                              "--perf-parties", "1" if args.perf_serial else "2",
                               "--reports-dir", str(perf_dir(args.out, v)),
                               "--junitxml", str(args.out / f"perf-{v}.xml")],
                              args.out / f"perf-{v}.log"))

@@ -104,7 +104,7 @@ def test_thousand_pods_scale_out_and_back_in(nodepool_factory, inflate_factory,
 @pytest.mark.scenario("scale-perf")
 def test_scale_case_measured_for_the_upgrade_gate(nodepool_factory, inflate_factory, expect,
                                                   cluster, timings, node_ledger,
-                                                  karpenter_process, request):
+                                                  karpenter_process, perf_barrier, request):
     """--perf-pods N (half 900m/3100Mi, half 3500m/28Gi) out and back to 0: scale-out time,
     nodes, cost per hour, consolidation time, Karpenter's CPU seconds and peak memory."""
     total = request.config.option.perf_pods
@@ -114,6 +114,7 @@ def test_scale_case_measured_for_the_upgrade_gate(nodepool_factory, inflate_fact
                             spec={"disruption": {"budgets": [{"nodes": "100%"}]}})
 
     with allure.step(f"scale to {total} pods, Karpenter's /metrics sampled from here"):
+        perf_barrier()  # in the upgrade gate: FROM and TO start together
         karpenter_process.start()
         case.scale(total)
         # The 1000-pod case took 63 s on a quiet machine (README "Scale"); 200 pods took up
