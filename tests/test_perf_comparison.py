@@ -3,13 +3,16 @@ against their limits, the table, the picture and the verdict (no cluster)."""
 
 import json
 import math
+import threading
 from pathlib import Path
 
 import pytest
 
 from clusters import upgrade_gate
 from clusters.upgrade_gate import markdown, verdict
+from fixtures import barrier
 from fixtures.karpenter_metrics import MetricsFormatError, ProcessSampler, parse
+from fixtures.waits import WaitTimeout
 from reports import perf_chart
 from reports.perf_comparison import (BY_KEY, Row, breaches, compare, load, parse_limits)
 from reports.perf_comparison import markdown as table
@@ -232,3 +235,21 @@ def test_picture_draws_both_runs_and_every_ratio(tmp_path):
     rows = compare(runs[0][1]["values"], runs[1][1]["values"], parse_limits(1.5))
     path = perf_chart.render(runs, rows, tmp_path / "perf.png")
     assert path.read_bytes()[:4] == b"\x89PNG" and path.stat().st_size > 20_000
+
+
+def test_barrier_lets_runs_go_only_together(tmp_path):
+    done = []
+    other = threading.Thread(target=lambda: done.append(
+        barrier.meet(tmp_path / "b", "gate-to", 2, timeout=10)))
+    other.start()
+    other.join(0.5)
+    assert other.is_alive() and not done  # alone at the barrier: still waiting
+    barrier.meet(tmp_path / "b", "gate-from", 2, timeout=10)
+    other.join(5)
+    assert done == [None]
+
+
+def test_barrier_alone_times_out_saying_who_came(tmp_path):
+    with pytest.raises(WaitTimeout) as err:
+        barrier.meet(tmp_path / "b", "gate-from", 2, timeout=0.5)
+    assert "1 of 2 here: ['gate-from']" in str(err.value.seen)
