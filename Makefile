@@ -45,7 +45,8 @@ test: setup
 build: setup
 	$(PY) -m clusters build
 
-## upgrade-gate: Karpenter FROM -> TO must disrupt nothing, then every suite passes on TO
+## upgrade-gate: the scale case measured on FROM and on TO at once (TO/FROM within limits),
+## then Karpenter FROM -> TO must disrupt nothing, then every suite passes on TO
 upgrade-gate: setup
 	$(PY) -m clusters.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
 

@@ -1,16 +1,22 @@
 """`python -m clusters.upgrade_gate --from v1.14.3 --to v1.15.0`: the upgrade acceptance gate.
 
+0. Performance side by side: the scale case sized by --perf-pods (scenario scale-perf in
+   suites/test_scale.py) on FROM and on TO, each on a fresh cluster of that version, both at
+   once (--perf-serial: one after the other). Each figure as TO/FROM; one over its limit
+   (--perf-max-ratio, --perf-ratios) fails the gate.
 1. Bring up Karpenter FROM, with the workshop pool and a running workload, and upgrade it
    to TO (new CRDs first, then the controller). Nothing may be disrupted for a window
    (suites/test_upgrade.py).
 2. Run the scenario suites on TO, against the same cluster.
-3. Write a verdict (pass/fail with reasons) to reports/upgrade-gate/verdict.{json,md}.
+3. Write a verdict (pass/fail with reasons) to reports/upgrade-gate/verdict.{json,md}, the
+   performance table to perf.md and its picture to perf.png.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -23,6 +29,10 @@ from clusters.local import build, versions
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
+# The performance comparison's defaults, from measured runs (README "Upgrade gate"):
+PERF_PODS = 200
+PERF_MAX_RATIO = 1.5
+PERF_RATIOS = ""
 
 
 def check_versions(mode: str, from_v: str, to_v: str) -> None:
@@ -67,7 +77,9 @@ def executed(junit: Path) -> tuple[int, int]:
     return len(cases) - skipped, skipped
 
 
-def verdict(phases: dict[str, tuple[int, Path]], from_v: str, to_v: str) -> dict:
+def verdict(phases: dict[str, tuple[int, Path]], from_v: str, to_v: str,
+            perf: dict | None = None) -> dict:
+    """``perf``: {"reasons": [...], "table": markdown} from perf_comparison, when compared."""
     reasons, counts = [], {}
     for name, (rc, junit) in phases.items():
         found = failures(junit)
@@ -78,9 +90,12 @@ def verdict(phases: dict[str, tuple[int, Path]], from_v: str, to_v: str) -> dict
             reasons.append(f"{name}: no test executed ({skipped} skipped)")
         if rc != 0 and not found:
             reasons.append(f"{name}: pytest exited {rc}")
+    if perf is not None:
+        reasons += perf["reasons"]
     return {"from": from_v, "to": to_v, "verdict": "fail" if reasons else "pass",
             "reasons": reasons, "phases": {n: rc for n, (rc, _) in phases.items()},
-            "tests": counts, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "tests": counts, "perf": perf,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 def markdown(v: dict) -> str:
@@ -90,14 +105,57 @@ def markdown(v: dict) -> str:
     lines += ["", "| phase | executed | skipped | failed |", "|---|---|---|---|"]
     lines += [f"| {name} | {c['executed']} | {c['skipped']} | {c['failed']} |"
               for name, c in v.get("tests", {}).items()]
+    if v.get("perf"):
+        lines += ["", f"## Performance, {v['from']} vs {v['to']}", "", v["perf"]["table"].rstrip()]
     return "\n".join(lines) + "\n"
 
 
+def compare_perf(out: Path, from_v: str, to_v: str, limits: dict[str, float]) -> dict:
+    """The two perf phases' measurements, compared: reasons, the table and the picture."""
+    from reports import perf_chart, perf_comparison
+    runs, missing = [], []
+    for v in (from_v, to_v):
+        try:
+            runs.append((v, perf_comparison.load(perf_dir(out, v) / "latest")))
+        except FileNotFoundError:
+            runs.append((v, {"values": {}, "series": {}}))
+            missing.append(v)
+    rows = perf_comparison.compare(runs[0][1]["values"], runs[1][1]["values"], limits)
+    table = perf_comparison.markdown(rows, from_v, to_v)
+    (out / "perf.md").write_text(table)
+    chart = perf_chart.render(runs, rows, out / "perf.png")
+    return {"reasons": perf_comparison.breaches(rows, from_v, to_v), "table": table,
+            "chart": str(chart), "missing": missing,
+            "figures": {r.metric.key: {"from": r.before, "to": r.after, "ratio": r.ratio,
+                                       "limit": r.limit, "ok": r.ok} for r in rows},
+            "notes": {v: run.get("notes", {}) for v, run in runs}}
+
+
+def perf_dir(out: Path, version: str) -> Path:
+    return out / f"perf-{version}"
+
+
 def pytest(args: list[str], log: Path) -> int:
-    cmd = [sys.executable, "-m", "pytest", *args]
-    print("$", " ".join(cmd), flush=True)
-    with open(log, "w") as out:
-        return subprocess.run(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
+    return pytest_together([(args, log)])[0]
+
+
+def pytest_together(runs: list[tuple[list[str], Path]]) -> list[int]:
+    """Start every pytest run at once and wait for all; their exit codes, in order."""
+    procs = []
+    try:
+        for args, log in runs:
+            cmd = [sys.executable, "-m", "pytest", *args]
+            print("$", " ".join(cmd), flush=True)
+            with open(log, "w") as out:
+                procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=out,
+                                              stderr=subprocess.STDOUT))
+        return [p.wait() for p in procs]
+    finally:  # Ctrl-C reaches the children too (one process group): let them clean up
+        for p in procs:
+            try:
+                p.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,31 +168,79 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window", type=float, default=60.0, help="seconds nothing may be disrupted")
     p.add_argument("-k", dest="select", default="", help="run only these suites (pytest -k)")
     p.add_argument("--workers", type=int, default=2, help="xdist workers for the suites")
+    p.add_argument("--perf-pods", type=int, default=PERF_PODS,
+                   help="pods of the scale case run on FROM and on TO for the performance "
+                        f"comparison (default {PERF_PODS}; 0 skips it)")
+    p.add_argument("--perf-max-ratio", type=float, default=PERF_MAX_RATIO,
+                   help="largest TO/FROM allowed for each figure (default "
+                        f"{PERF_MAX_RATIO}; README 'Upgrade gate' for the measured noise)")
+    p.add_argument("--perf-ratios", default=PERF_RATIOS, metavar="METRIC=RATIO,...",
+                   help="per-figure limits over --perf-max-ratio (default "
+                        f"{PERF_RATIOS!r}); figures: scale_out_s, nodes, cost_per_hour, "
+                        "karpenter_cpu_s, karpenter_peak_rss_mib, consolidation_s")
+    p.add_argument("--perf-serial", action="store_true",
+                   help="measure FROM, then TO, instead of both at once (see README: at once, "
+                        "both see the same load from the rest of the machine)")
     p.add_argument("--disrupt", action="store_true",
                    help="self-test: ship a disruptive NodePool change with the upgrade")
     p.add_argument("--out", type=Path, default=REPORTS / "upgrade-gate")
     args = p.parse_args(argv)
+    from reports import perf_comparison
     try:
+        if args.perf_pods < 0:
+            raise ClusterError(f"--perf-pods {args.perf_pods}: a number of pods, or 0 to skip")
+        limits = perf_comparison.parse_limits(args.perf_max_ratio, args.perf_ratios)
         check_versions(args.cluster, args.from_v, args.to_v)
-    except ClusterError as exc:
+    except (ClusterError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    common = ["--cluster", args.cluster, "--cluster-name", args.cluster_name, "--keep-cluster",
-              "-p", "no:cacheprovider", "--alluredir", str(args.out / "allure-results")]
+    fresh = ["--cluster", args.cluster, "-p", "no:cacheprovider",
+             "--alluredir", str(args.out / "allure-results")]
+    common = [*fresh, "--cluster-name", args.cluster_name, "--keep-cluster"]
     backend = backends.create(argparse.Namespace(
         cluster=args.cluster, cluster_name=args.cluster_name, karpenter_version=args.to_v,
         apiserver_port=None, catalogue_without=None))
-    backend.down()  # a fresh cluster: FROM must be what runs when the gate starts
+    # Each perf phase on a fresh cluster of its own: the run must not start on another's etcd
+    # history and warm caches (bring-up is seconds).
+    perf_names = {args.from_v: f"{args.cluster_name}-from",
+                  args.to_v: f"{args.cluster_name}-to"} if args.perf_pods else {}
+    perf_backends = {v: backends.create(argparse.Namespace(
+        cluster=args.cluster, cluster_name=name, karpenter_version=v, apiserver_port=None,
+        catalogue_without=None)) for v, name in perf_names.items()}
+    for b in (backend, *perf_backends.values()):
+        b.down()  # fresh clusters: FROM must be what runs when the gate starts
+    # Cleared here, not by a phase's --clean-alluredir: the perf phases write at once.
+    shutil.rmtree(args.out / "allure-results", ignore_errors=True)
+    shutil.rmtree(args.out / "perf-barrier", ignore_errors=True)
     phases: dict[str, tuple[int, Path]] = {}
     try:
+        measures = []
+        for v, b in perf_backends.items():
+            shutil.rmtree(perf_dir(args.out, v), ignore_errors=True)  # no stale "latest"
+            # Up before either run starts (creations take turns); the runs then meet at the
+            # barrier (a session may still re-create a cluster it finds unhealthy).
+            b.up()
+            measures.append(([*fresh, "--cluster-name", perf_names[v], "--keep-cluster",
+                              "suites/test_scale.py",
+                              "-m", "perf_gate", "--perf-pods", str(args.perf_pods),
+                              "--karpenter-version", v,
+                              "--perf-barrier", str(args.out / "perf-barrier"),
+                              "--perf-parties", "1" if args.perf_serial else "2",
+                              "--reports-dir", str(perf_dir(args.out, v)),
+                              "--junitxml", str(args.out / f"perf-{v}.xml")],
+                             args.out / f"perf-{v}.log"))
+        codes = ([pytest(*m) for m in measures] if args.perf_serial
+                 else pytest_together(measures))
+        for v, rc in zip(perf_backends, codes):
+            phases[f"perf on {v}"] = (rc, args.out / f"perf-{v}.xml")
         upgrade = [*common, "suites/test_upgrade.py", "--karpenter-version", args.from_v,
                    "--upgrade-to", args.to_v, "--upgrade-window", str(args.window),
-                   "--clean-alluredir", "--junitxml", str(args.out / "upgrade.xml")]
+                   "--junitxml", str(args.out / "upgrade.xml")]
         if args.disrupt:
             upgrade.append("--upgrade-disrupt")
         phases["upgrade"] = (pytest(upgrade, args.out / "upgrade.log"), args.out / "upgrade.xml")
-        suites = [*common, "suites", "-m", "not upgrade_gate and not scale",
+        suites = [*common, "suites", "-m", "not upgrade_gate and not scale and not perf_gate",
                   "--karpenter-version", args.to_v, "--junitxml", str(args.out / "suites.xml")]
         if args.select:
             suites += ["-k", args.select]
@@ -143,12 +249,17 @@ def main(argv: list[str] | None = None) -> int:
         phases[f"suites on {args.to_v}"] = (pytest(suites, args.out / "suites.log"),
                                             args.out / "suites.xml")
     finally:
-        backend.down()
-    v = verdict(phases, args.from_v, args.to_v)
+        for b in (backend, *perf_backends.values()):
+            b.down()
+    perf = compare_perf(args.out, args.from_v, args.to_v, limits) if args.perf_pods else None
+    v = verdict(phases, args.from_v, args.to_v, perf)
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     (args.out / "verdict.md").write_text(markdown(v))
     from reports import allure_files
     allure_files.attach_globally(args.out / "allure-results", "Upgrade gate verdict", markdown(v))
+    if perf:
+        allure_files.attach_globally(args.out / "allure-results", "Upgrade gate performance",
+                                     Path(perf["chart"]).read_bytes(), "image/png", "png")
     print(markdown(v))
     return 0 if v["verdict"] == "pass" else 1
 

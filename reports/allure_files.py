@@ -27,13 +27,17 @@ def write(results_dir: Path, environment: dict[str, str]) -> None:
     (results_dir / "categories.json").write_text(json.dumps(CATEGORIES, indent=1))
 
 
-def attach_globally(results_dir: Path, name: str, text: str, mime: str = "text/markdown",
-                    ext: str = "md") -> Path:
-    """A run-level attachment (Allure 3 shows it under "Global Attachments")."""
+def attach_globally(results_dir: Path, name: str, text: str | bytes,
+                    mime: str = "text/markdown", ext: str = "md") -> Path:
+    """A run-level attachment (Allure 3 shows it under "Global Attachments"); bytes for a
+    picture (e.g. mime="image/png", ext="png")."""
     results_dir.mkdir(parents=True, exist_ok=True)
     key = uuid.uuid4()
     source = f"{key}-attachment.{ext}"
-    (results_dir / source).write_text(text)
+    if isinstance(text, bytes):
+        (results_dir / source).write_bytes(text)
+    else:
+        (results_dir / source).write_text(text)
     globals_file = results_dir / f"{key}-globals.json"
     globals_file.write_text(json.dumps({"attachments": [
         {"name": name, "source": source, "type": mime, "timestamp": int(time.time() * 1000)}]}))

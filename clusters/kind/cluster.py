@@ -136,6 +136,9 @@ class KindCluster:
     def karpenter_peak_memory_mib(self) -> float | None:
         return self.local.karpenter_peak_memory_mib()
 
+    def karpenter_metrics(self) -> str | None:
+        return self.local.karpenter_metrics()
+
     def logs(self) -> dict[str, Path]:
         return self.local.logs()
 

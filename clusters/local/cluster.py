@@ -422,6 +422,17 @@ class LocalCluster:
             pass
         return None
 
+    def karpenter_metrics(self) -> str | None:
+        """Karpenter's own Prometheus /metrics page, as text (None when it does not answer)."""
+        port = self._state().get("karpenter_metrics_port")
+        if not port or not self.karpenter_running():
+            return None
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                return resp.read().decode()
+        except (urllib.error.URLError, OSError):
+            return None
+
     def stop_karpenter(self) -> None:
         pid = self._state().get("karpenter_pid")
         if pid:
