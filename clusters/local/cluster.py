@@ -287,6 +287,12 @@ class LocalCluster:
                 "kwokControllerBinary": b["kwok"],
                 "quietPull": True,
             },
+            # One instance of each: no leader election. With it, a loaded 2-core machine made
+            # kube-controller-manager miss its 5 s lease renewal, log "leaderelection lost" and
+            # exit (kwokctl does not restart it): no pod was created or deleted after that.
+            "componentsPatches": [
+                {"name": name, "extraArgs": [{"key": "leader-elect", "value": "false"}]}
+                for name in ("kube-controller-manager", "kube-scheduler")],
         }
 
     def kubectl(self, *args: str, timeout: float = 60, check: bool = True) -> str:
