@@ -62,12 +62,14 @@ scale: setup
 	$(PY) -m pytest suites/test_scale.py -v -o log_cli=true --run-scale \
 		--reports-dir reports $(PYTEST_ARGS)
 
-## sweep: delete leftovers of earlier runs older than MAX_AGE (SWEEP_ARGS="--dry-run" to list)
+## sweep: delete leftovers of earlier runs older than MAX_AGE (SWEEP_ARGS="--dry-run" to list;
+## SWEEP_ARGS="--aws-sim NAME" for an aws-sim cluster and its fake AWS)
 MAX_AGE ?= 6h
 SWEEP_KUBECONFIG ?= $(HOME)/.cache/karpenter-e2e/clusters/karpenter-e2e/kubeconfig
 SWEEP_ARGS ?=
 sweep: setup
-	$(PY) -m clusters.eks.sweep --kubeconfig $(SWEEP_KUBECONFIG) --max-age $(MAX_AGE) $(SWEEP_ARGS)
+	$(PY) -m clusters.eks.sweep $(if $(findstring --aws-sim,$(SWEEP_ARGS)),,--kubeconfig $(SWEEP_KUBECONFIG)) \
+		--max-age $(MAX_AGE) $(SWEEP_ARGS)
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm);
 ## RESULTS=reports/upgrade-gate/allure-results for the gate's

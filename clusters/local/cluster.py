@@ -36,6 +36,7 @@ ASSETS = Path(__file__).parent / "assets"
 
 class LocalCluster:
     mode = "local"
+    NODECLASS_RESOURCE = "kwoknodeclass"
 
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  apiserver_port: int | None = None,
@@ -109,12 +110,12 @@ class LocalCluster:
         """With Karpenter gone nothing else will finish them: delete the NodeClaims, nodes
         and NodeClasses matching ``selector``, finalizers included. Returns 'Kind/name' of
         each. Locally nothing is left in a cloud by doing so."""
-        out = self.kubectl("get", "nodeclaims,nodes,kwoknodeclasses", "-l", selector, "-o",
-                           "jsonpath={range .items[*]}{.kind}/{.metadata.name}{'\\n'}{end}")
+        out = self.kubectl("get", f"nodeclaims,nodes,{self.NODECLASS_RESOURCE}s", "-l", selector,
+                           "-o", "jsonpath={range .items[*]}{.kind}/{.metadata.name}{'\\n'}{end}")
         removed = [line.strip() for line in out.splitlines() if line.strip()]
         for ref in removed:
             kind, name = ref.split("/", 1)
-            resource = {"NodeClaim": "nodeclaim", "Node": "node"}.get(kind, "kwoknodeclass")
+            resource = {"NodeClaim": "nodeclaim", "Node": "node"}.get(kind, self.NODECLASS_RESOURCE)
             self.kubectl("patch", resource, name, "--type=merge",
                          "-p", '{"metadata":{"finalizers":null}}', check=False)
             self.kubectl("delete", resource, name, "--ignore-not-found", "--wait=false")
