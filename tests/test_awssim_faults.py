@@ -75,8 +75,9 @@ def tagged_for(sim: AwsSimCluster) -> dict[str, list[str]]:
         mine, {"Name": "instance-state-name", "Values": LIVE}])["Reservations"] for i in r["Instances"]]
     templates = [t["LaunchTemplateName"]
                  for t in ec2.describe_launch_templates(Filters=[mine])["LaunchTemplates"]]
+    path = f"/karpenter/{REGION}/{sim.name}/"
     profiles = [p["InstanceProfileName"] for p in iam.list_instance_profiles(
-        PathPrefix=f"/karpenter/{REGION}/{sim.name}/")["InstanceProfiles"]]
+        PathPrefix=path)["InstanceProfiles"] if p["Path"].startswith(path)]  # moto ignores the prefix
     return {"instance": instances, "launch template": templates, "instance profile": profiles}
 
 
