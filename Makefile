@@ -50,12 +50,14 @@ upgrade-gate: setup
 	$(PY) -m clusters.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
 
 ## mutants: the kill matrix: each mutant (a patched Karpenter) must fail the scenarios it names
+## (MUTANT_CLUSTER=aws-sim: the AWS provider's mutants, in aws-sim mode)
 MUTANTS ?=
 MUTANT_DIR ?= mutants
 MUTANT_JOBS ?= 2
+MUTANT_CLUSTER ?= local
 mutants: setup
 	$(PY) -m clusters.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
-		--jobs $(MUTANT_JOBS)
+		--jobs $(MUTANT_JOBS) --cluster $(MUTANT_CLUSTER)
 
 ## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster
 scale: setup

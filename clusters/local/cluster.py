@@ -110,7 +110,7 @@ class LocalCluster:
         """With Karpenter gone nothing else will finish them: delete the NodeClaims, nodes
         and NodeClasses matching ``selector``, finalizers included. Returns 'Kind/name' of
         each. Locally nothing is left in a cloud by doing so."""
-        out = self.kubectl("get", f"nodeclaims,nodes,{self.NODECLASS_RESOURCE}s", "-l", selector,
+        out = self.kubectl("get", f"nodeclaim,node,{self.NODECLASS_RESOURCE}", "-l", selector,
                            "-o", "jsonpath={range .items[*]}{.kind}/{.metadata.name}{'\\n'}{end}")
         removed = [line.strip() for line in out.splitlines() if line.strip()]
         for ref in removed:
