@@ -281,11 +281,22 @@ class LocalCluster:
             raise ClusterError(f"kubectl {' '.join(args)} failed: {_tail(proc.stderr, 10)}")
         return proc.stdout
 
-    def _healthy(self) -> bool:
+    def _healthy(self, within: float = 30) -> bool:
+        """API and Karpenter ready, looked at for up to ``within`` seconds: on a loaded
+        machine one slow /readyz must not make a reused cluster be torn down and rebuilt
+        under the run that was using it (seen with two aws-sim clusters at load 25)."""
+        def ready() -> Observation:
+            try:
+                api = self.kubectl("get", "--raw", "/readyz", timeout=10).strip() == "ok"
+            except ClusterError as exc:
+                return Observation(False, f"API: {str(exc)[:200]}")
+            karpenter = api and self._karpenter_ready()
+            return Observation(karpenter, "Karpenter not ready" if api else "API not ready")
+
         try:
-            return (self.kubectl("get", "--raw", "/readyz", timeout=10).strip() == "ok"
-                    and self._karpenter_ready())
-        except ClusterError:
+            eventually(ready, what=f"cluster {self.name!r} to be healthy", timeout=within, poll=2)
+            return True
+        except WaitTimeout:
             return False
 
     def _wait_api(self) -> None:
