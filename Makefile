@@ -51,24 +51,28 @@ upgrade-gate: setup
 	$(PY) -m clusters.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
 
 ## mutants: the kill matrix: each mutant (a patched Karpenter) must fail the scenarios it names
+## (MUTANT_CLUSTER=aws-sim: the AWS provider's mutants, in aws-sim mode)
 MUTANTS ?=
 MUTANT_DIR ?= mutants
 MUTANT_JOBS ?= 2
+MUTANT_CLUSTER ?= local
 mutants: setup
 	$(PY) -m clusters.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
-		--jobs $(MUTANT_JOBS)
+		--jobs $(MUTANT_JOBS) --cluster $(MUTANT_CLUSTER)
 
 ## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster
 scale: setup
 	$(PY) -m pytest suites/test_scale.py -v -o log_cli=true --run-scale \
 		--reports-dir reports $(PYTEST_ARGS)
 
-## sweep: delete leftovers of earlier runs older than MAX_AGE (SWEEP_ARGS="--dry-run" to list)
+## sweep: delete leftovers of earlier runs older than MAX_AGE (SWEEP_ARGS="--dry-run" to list;
+## SWEEP_ARGS="--aws-sim NAME" for an aws-sim cluster and its fake AWS)
 MAX_AGE ?= 6h
 SWEEP_KUBECONFIG ?= $(HOME)/.cache/karpenter-e2e/clusters/karpenter-e2e/kubeconfig
 SWEEP_ARGS ?=
 sweep: setup
-	$(PY) -m clusters.eks.sweep --kubeconfig $(SWEEP_KUBECONFIG) --max-age $(MAX_AGE) $(SWEEP_ARGS)
+	$(PY) -m clusters.eks.sweep $(if $(findstring --aws-sim,$(SWEEP_ARGS)),,--kubeconfig $(SWEEP_KUBECONFIG)) \
+		--max-age $(MAX_AGE) $(SWEEP_ARGS)
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm);
 ## RESULTS=reports/upgrade-gate/allure-results for the gate's

@@ -27,7 +27,7 @@ def add_options(add: Callable[..., Any], prefix: str = "--") -> None:
     add(f"{prefix}catalogue-without", dest="catalogue_without", default=None,
         help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64")
     add(f"{prefix}karpenter-patch", dest="karpenter_patch", default=None, metavar="FILE",
-        help="local/kind: run Karpenter built with this mutant patch (see mutants/README.md)")
+        help="local/kind/aws-sim: run Karpenter built with this mutant patch (mutants/README.md)")
     add(f"{prefix}kubeconfig", dest="kubeconfig", default=None,
         help="eks: kubeconfig of the cluster under test (local and kind write their own)")
     add(f"{prefix}kube-context", dest="kube_context", default=None,
@@ -73,7 +73,11 @@ def _mutant(opts: Any):
     from clusters import mutants
     if not Path(path).is_file():
         raise ClusterError(f"--karpenter-patch {path}: no such file")
-    return mutants.parse(Path(path))
+    mutant = mutants.parse(Path(path))
+    if not mutant.runs_in(opts.cluster):
+        raise ClusterError(f"--karpenter-patch {path} patches {mutant.module}, which "
+                           f"{opts.cluster} mode does not build (aws-sim does)")
+    return mutant
 
 
 def create(opts: Any):
@@ -84,9 +88,9 @@ def create(opts: Any):
                             apiserver_port=getattr(opts, "apiserver_port", None),
                             catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts))
     if mode == "aws-sim":
-        if getattr(opts, "karpenter_patch", None) or getattr(opts, "catalogue_without", None):
-            raise ClusterError("--karpenter-patch and --catalogue-without are for local and "
-                               "kind mode (karpenter-kwok and its catalogue)")
+        if getattr(opts, "catalogue_without", None):
+            raise ClusterError("--catalogue-without is for local and kind mode (aws-sim's "
+                               "instance types are EC2's, as the fake AWS serves them)")
         from clusters.awssim.cluster import AwsSimCluster
         name = opts.cluster_name
         if name == "karpenter-e2e":  # the default: never share a run directory with local
@@ -94,7 +98,8 @@ def create(opts: Any):
             name = "awssim-e2e"
         return AwsSimCluster(name, opts.karpenter_version,
                              apiserver_port=getattr(opts, "apiserver_port", None),
-                             ami=getattr(opts, "eks_ami", None) or "al2023@latest")
+                             ami=getattr(opts, "eks_ami", None) or "al2023@latest",
+                             mutant=_mutant(opts))
     if mode == "kind":
         from clusters.kind.cluster import KindCluster
         return KindCluster(opts.cluster_name, opts.karpenter_version,

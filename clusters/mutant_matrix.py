@@ -1,8 +1,9 @@
 """`python -m clusters.mutant_matrix`: run the scenarios against mutated Karpenters (kill matrix).
 
-For each mutant (``mutants/*.patch`` or ``--mutant-dir``): build karpenter-kwok from the
-pinned module with the patch applied, bring up a cluster of its own running it, run the
-scenarios its header names, and record killed / survived. The unmutated build runs the same
+For each mutant (``mutants/*.patch`` or ``--mutant-dir``): build karpenter-kwok (``--cluster
+aws-sim``: Karpenter's AWS provider) from the pinned module with the patch applied, bring up
+a cluster of its own running it, run the scenarios its header names, and record killed /
+survived. The unmutated build runs the same
 scenarios in the same matrix run (the control). A mutant is killed by a scenario only when
 that scenario fails on an assertion (not a setup error, a harness exception or a Karpenter
 that stopped) and the control passes it.
@@ -113,7 +114,8 @@ def verdict(row: Row, control: Row, expect: str = "killed") -> str:
 
 class Matrix:
     def __init__(self, selected: list[Mutant], out: Path, jobs: int, pytest_args: list[str],
-                 cluster_prefix: str = "mut-"):
+                 cluster_prefix: str = "mut-", mode: str = "local"):
+        self.mode = mode
         self.mutants = selected
         self.cluster_prefix = cluster_prefix
         self.out = out
@@ -137,14 +139,34 @@ class Matrix:
             print(f"{time.strftime('%H:%M:%S')} {text}", flush=True)
 
     # ---- build ---------------------------------------------------------------------------
+    @property
+    def binary_name(self) -> str:
+        return "karpenter-aws" if self.mode == "aws-sim" else "karpenter-kwok"
+
+    def build_mutant(self, m: Mutant) -> None:
+        if self.mode == "aws-sim":
+            from clusters.awssim import build as awsbuild
+            awsbuild.build_mutant(m)
+        else:
+            build.build_mutant(m)
+
+    def build_releases(self) -> None:
+        versions = sorted({m.version for m in self.mutants})
+        if self.mode == "aws-sim":
+            from clusters.awssim import build as awsbuild
+            for v in versions:
+                awsbuild.binary(v)
+        else:
+            build.build_all([build.find("karpenter-kwok", v) for v in versions])
+
     def build_one(self, m: Mutant) -> bool:
         """Build one mutant; one that does not apply or build is reported at once and left out."""
         if not m.patched:
             return True  # a fault breaks the cluster, not the code
         started = time.monotonic()
         try:
-            cached = build.mutant_path(m).exists()
-            build.build_mutant(m)
+            cached = build.mutant_path(m, self.binary_name).exists()
+            self.build_mutant(m)
         except ClusterError as exc:
             self.rows[m.name].error = str(exc)
             self.say(f"SKIPPED {exc}")
@@ -159,10 +181,10 @@ class Matrix:
         run_dir.mkdir(parents=True, exist_ok=True)
         outcomes = run_dir / "outcomes.jsonl"
         outcomes.unlink(missing_ok=True)
-        cluster = f"{self.cluster_prefix}{row.name}"[:40]
+        cluster = f"{'sim-' if self.mode == 'aws-sim' else ''}{self.cluster_prefix}{row.name}"[:40]
         cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider",
                "-o", "log_cli=false", "-q", "--scenario", ",".join(row.claimed),
-               "--cluster-name", cluster, "--outcomes", str(outcomes),
+               "--cluster", self.mode, "--cluster-name", cluster, "--outcomes", str(outcomes),
                "--junitxml", str(run_dir / "junit.xml"),
                "--summary-file", str(run_dir / "summary.md"), *self.pytest_args]
         cmd += list(setup)
@@ -198,8 +220,7 @@ class Matrix:
         """The control starts at once; each mutant starts as soon as it is built. Builds go
         one at a time (a build fills both cores), overlapping the runs, which mostly wait on
         Karpenter's clocks."""
-        build.build_all([build.find("karpenter-kwok", v)
-                         for v in sorted({m.version for m in self.mutants})])
+        self.build_releases()
         pool = ThreadPoolExecutor(max_workers=self.jobs)
         try:
             futures = [pool.submit(self.run_one, ctl, None, setup)
@@ -230,7 +251,7 @@ class Matrix:
         rows = list(self.rows.values())
         killed = sum(r.status == "killed" for r in rows)
         return {"score": f"{killed}/{len(rows)}", "killed": killed, "total": len(rows),
-                "wall_s": round(wall_s, 1), "jobs": self.jobs,
+                "wall_s": round(wall_s, 1), "jobs": self.jobs, "mode": self.mode,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "controls": [asdict(c) for c in self.controls.values()],
                 "mutants": [asdict(r) for r in rows]}
@@ -254,7 +275,9 @@ def stop_child(proc: subprocess.Popen, grace: float = 120) -> None:
 
 
 def markdown(result: dict) -> str:
-    lines = [f"# Mutant kill matrix: {result['score']} killed",
+    mode = result.get("mode", "local")
+    lines = [f"# Mutant kill matrix{f' ({mode} mode)' if mode != 'local' else ''}: "
+             f"{result['score']} killed",
              "", f"Wall time {result['wall_s'] / 60:.1f} min with {result['jobs']} clusters at "
                  "a time. A mutant is killed when every scenario its header names fails on an "
                  "assertion (or, for `expect: aborted`, stops with Karpenter not running) while "
@@ -327,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster-prefix", default="mut-",
                    help="prefix of the clusters' names (<prefix><mutant>): two matrices on one "
                         "machine need different ones, or their controls share a cluster")
+    p.add_argument("--cluster", choices=("local", "aws-sim"), default="local",
+                   help="mode the mutants run in: local (karpenter-kwok) or aws-sim (Karpenter's "
+                        "AWS provider; by default its own mutants, core ones by name)")
     p.add_argument("--out", type=Path, default=REPORTS / "mutants")
     p.add_argument("--alluredir", type=Path, default=REPORTS / "allure-results")
     p.add_argument("pytest_args", nargs="*", default=list(DEFAULT_PYTEST_ARGS),
@@ -337,7 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         found = mutants_mod.load(args.mutant_dir)
-        selected = mutants_mod.select(found, args.mutants.replace(",", " ").split())
+        selected = mutants_mod.select(found, args.mutants.replace(",", " ").split(), args.cluster)
+        if not selected:
+            raise ClusterError(f"no mutant in {args.mutant_dir} runs in {args.cluster} mode")
         known = known_scenarios()
         for m in selected:
             unknown = sorted(set(m.scenarios) - known)
@@ -348,10 +376,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    matrix = Matrix(selected, args.out, max(1, args.jobs), args.pytest_args, args.cluster_prefix)
+    matrix = Matrix(selected, args.out, max(1, args.jobs), args.pytest_args,
+                    cluster_prefix=args.cluster_prefix, mode=args.cluster)
     scenarios = sorted({s for m in selected for s in m.scenarios})
-    print(f"mutant matrix: {len(selected)} mutants, scenarios {', '.join(scenarios)}, "
-          f"{matrix.jobs} at a time", flush=True)
+    print(f"mutant matrix ({args.cluster} mode): {len(selected)} mutants, scenarios "
+          f"{', '.join(scenarios)}, {matrix.jobs} at a time", flush=True)
     # SIGTERM (a CI timeout, kill) ends the matrix the way Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:

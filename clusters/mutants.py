@@ -6,7 +6,9 @@ the header only and breaks the cluster instead of the code (``fault:`` options, 
 catalogue without arm64 types): the harness's negative checks, in the same matrix.
 Optional headers: ``setup:`` pytest options for the mutant *and* its control (e.g. an
 upgrade from the previous version), ``expect:`` how the scenario must fail (``killed``, an
-assertion, by default; ``aborted`` for a Karpenter that is not running).
+assertion, by default; ``aborted`` for a Karpenter that is not running), ``module:`` the
+module the diff applies to (``sigs.k8s.io/karpenter``, core, by default; or
+``github.com/aws/karpenter-provider-aws``, whose mutants run in aws-sim mode only).
 
 This module reads and checks them and applies one to a writable copy of the module;
 building and running live in ``clusters.local.build`` and ``clusters.mutant_matrix``.
@@ -28,8 +30,13 @@ from clusters.errors import ClusterError
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_DIR = ROOT / "mutants"
 FIELDS = ("regression", "scenarios", "family", "version")
-OPTIONAL = ("fault", "setup", "expect")
+OPTIONAL = ("fault", "setup", "expect", "module")
 EXPECT = ("killed", "aborted")
+CORE = "sigs.k8s.io/karpenter"
+AWS_PROVIDER = "github.com/aws/karpenter-provider-aws"
+# Which modes build a mutant of each module: core is inside karpenter-kwok (local, kind) and
+# inside the AWS provider (aws-sim); the provider's own code only in aws-sim.
+MODES = {CORE: ("local", "kind", "aws-sim"), AWS_PROVIDER: ("aws-sim",)}
 
 
 class MutantError(ClusterError):
@@ -52,6 +59,12 @@ class Mutant:
     fault: tuple[str, ...] = ()  # pytest options that break the cluster (a .fault file)
     setup: tuple[str, ...] = ()  # pytest options for this mutant and its control
     expect: str = "killed"
+    module: str = CORE  # the Go module the diff applies to
+
+    def runs_in(self, mode: str) -> bool:
+        """A fault breaks a cluster of any mode its options allow; a patch needs a build of
+        its module that the mode runs."""
+        return mode in MODES[self.module]
 
     @property
     def patched(self) -> bool:
@@ -87,11 +100,14 @@ def parse(path: Path) -> Mutant:
     expect = header.get("expect", "killed")
     if expect not in EXPECT:
         raise MutantError(name, f"expect: {expect!r}; one of {', '.join(EXPECT)}")
+    module = header.get("module", CORE)
+    if module not in MODES:
+        raise MutantError(name, f"module: {module!r}; one of {', '.join(MODES)}")
     scenarios = tuple(s.strip() for s in header["scenarios"].split(",") if s.strip())
     return Mutant(name, path, header["regression"], scenarios, header["family"],
                   header["version"], hashlib.sha256(text.encode()).hexdigest(),
                   fault=tuple(shlex.split(header.get("fault", ""))),
-                  setup=tuple(shlex.split(header.get("setup", ""))), expect=expect)
+                  setup=tuple(shlex.split(header.get("setup", ""))), expect=expect, module=module)
 
 
 def load(directory: Path = MUTANTS_DIR) -> list[Mutant]:
@@ -103,15 +119,24 @@ def load(directory: Path = MUTANTS_DIR) -> list[Mutant]:
     return found
 
 
-def select(mutants: list[Mutant], names: list[str]) -> list[Mutant]:
-    """The named mutants (all when ``names`` is empty); unknown names are an error."""
+def select(mutants: list[Mutant], names: list[str], mode: str = "local") -> list[Mutant]:
+    """The named mutants; unknown names, or a mutant ``mode`` cannot build, are an error.
+    Without names: in local and kind mode every core patch and fault; in aws-sim mode the
+    AWS provider's patches (core patches run there by name)."""
     if not names:
-        return mutants
+        if mode == "aws-sim":
+            return [m for m in mutants if m.module == AWS_PROVIDER]
+        return [m for m in mutants if m.runs_in(mode)]
     by_name = {m.name: m for m in mutants}
     unknown = [n for n in names if n not in by_name]
     if unknown:
         raise ClusterError(f"unknown mutant {', '.join(unknown)}; known: "
                            f"{', '.join(sorted(by_name))}")
+    elsewhere = [n for n in names if not by_name[n].runs_in(mode)]
+    if elsewhere:
+        raise ClusterError(f"mutant {', '.join(elsewhere)} patches {by_name[elsewhere[0]].module}, "
+                           f"which {mode} mode does not build: run it with --cluster "
+                           f"{MODES[by_name[elsewhere[0]].module][0]}")
     return [by_name[n] for n in names]
 
 

@@ -69,28 +69,37 @@ def test_each_node_is_an_ec2_instance_karpenter_tagged(nodepool_factory, inflate
 
 
 MISSING_AMI = "ami-0000000000000dead"
+# An AL2023 release EKS never published: its SSM parameter does not exist.
+MISSING_SSM_ALIAS = "al2023@v20990101"
 
 
 @pytest.mark.scenario("provisioning")
-@pytest.mark.modes("eks", "aws-sim", reason="EC2NodeClass AMIs are resolved against EC2")
+@pytest.mark.modes("eks", "aws-sim", reason="EC2NodeClass AMIs are resolved against EC2 and SSM")
+@pytest.mark.parametrize("what, ami_terms, named", [
+    ("an AMI that does not exist", {"amiFamily": "AL2023", "amiSelectorTerms": [{"id": MISSING_AMI}]},
+     "AMIsReady"),
+    ("an alias whose SSM parameter does not exist", {"amiSelectorTerms": [{"alias": MISSING_SSM_ALIAS}]},
+     MISSING_SSM_ALIAS),
+], ids=["missing-ami", "missing-ssm-parameter"])
 def test_an_ami_that_does_not_exist_is_named_in_the_verdict(nodepool_factory, inflate_factory,
-                                                           expect, diagnose, timings):
-    """A NodeClass pinned to an AMI that does not exist: nothing launches, the pod stays
-    Pending, and the verdict says NodeClass not ready with Karpenter's reason."""
-    with allure.step(f"given a pool whose EC2NodeClass selects {MISSING_AMI}"):
-        nodeclass = nodepool_factory.nodeclass("missing-ami", spec={
-            "amiFamily": "AL2023", "amiSelectorTerms": [{"id": MISSING_AMI}]})
+                                                           expect, diagnose, timings,
+                                                           what, ami_terms, named):
+    """A NodeClass whose AMI cannot be resolved: nothing launches, the pod stays Pending, and
+    the verdict says NodeClass not ready with Karpenter's reason."""
+    with allure.step(f"given a pool whose EC2NodeClass selects {what}"):
+        nodeclass = nodepool_factory.nodeclass("missing-ami", spec=ami_terms)
         pool = nodepool_factory("default", nodeclass=nodeclass)
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
 
-    with allure.step("expect the verdict to name the NodeClass, the pod Pending for 15s and "
-                     "no NodeClaim"):
-        def named() -> Observation:
+    with allure.step("expect the verdict to name the NodeClass and why, the pod Pending for "
+                     "15s and no NodeClaim"):
+        def named_in_verdict() -> Observation:
             said = diagnose()
-            return Observation(said.startswith("NodeClass not ready") and nodeclass in said,
-                               said, said)
+            return Observation(said.startswith("NodeClass not ready") and nodeclass in said
+                               and named in said, said, said)
 
-        verdict = expect.eventually(named, f"the verdict to name NodeClass {nodeclass}")
+        verdict = expect.eventually(named_in_verdict, f"the verdict to name NodeClass "
+                                                      f"{nodeclass} and {named}")
         expect.consistently_pods_pending(inflate, 1, duration=15)
         assert not expect.nodeclaims(pool), describe_claims(expect.nodeclaims(pool))
     timings.notes["verdict"] = verdict[:200]

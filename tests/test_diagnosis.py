@@ -64,3 +64,85 @@ def test_a_nodeclass_not_ready_is_named_with_its_condition_message():
     ev = collect(_NodeClasses(), lambda: True, lambda: "", None, "abc123", "ec2nodeclasses")
     assert verdict(ev) == ("NodeClass not ready: NodeClass ami-abc123 (karpenter) not ready: "
                            "AMIsReady: AMISelector did not match any AMIs")
+
+
+def test_the_cloud_not_answering_comes_before_everything_but_karpenter():
+    ev = Evidence(cloud_problem="the fake AWS on 127.0.0.1:4566 is not running",
+                  messages=["p1 FailedScheduling (karpenter): untolerated taint x"])
+    assert verdict(ev) == "AWS not answering: the fake AWS on 127.0.0.1:4566 is not running"
+    assert verdict(Evidence(karpenter_running=False, cloud_problem="x")).startswith(
+        "Karpenter is not running")
+
+
+# Karpenter v1.15.0's AWS provider, captured in aws-sim mode (trimmed).
+REFUSED = ('{"level":"ERROR","message":"Reconciler error","controller":"instance.garbagecollection",'
+           '"error":"listing instances, operation error EC2: DescribeInstances, exceeded maximum '
+           'number of attempts, 3, https response error StatusCode: 0, RequestID: , request send '
+           'failed, Post \\"http://127.0.0.1:60957/\\": dial tcp 127.0.0.1:60957: connect: '
+           'connection refused"}')
+NO_QUEUE = ('{"level":"ERROR","message":"Reconciler error","controller":"interruption",'
+            '"error":"getting messages from queue, receiving sqs messages, operation error SQS: '
+            'ReceiveMessage, https response error StatusCode: 400, '
+            'AWS.SimpleQueueService.NonExistentQueue: The specified queue does not exist."}')
+NO_ALIAS = ('{"level":"ERROR","message":"Reconciler error","controller":"nodeclass",'
+            '"name":"ssm-aaaaaa","alias":"al2023@v20990101","error":"getting amis, getting AMI '
+            'queries, failed to discover any AMIs for alias (alias=al2023@v20990101)"}')
+
+
+@pytest.mark.parametrize("log, expected", [
+    (REFUSED, "AWS not answering (Karpenter log)"),
+    (NO_QUEUE, "interruption queue missing (Karpenter log)"),
+])
+def test_cloud_faults_in_karpenters_log_are_named(log, expected):
+    assert verdict(Evidence(log_excerpt=f"{NO_ALIAS}\n{log}\n")).startswith(expected)
+
+
+class NodeClasses:
+    def __init__(self, *items):
+        self.items = list(items)
+
+    def list(self, kind, selector):
+        return self.items
+
+
+def nodeclass(name: str, ready: str, ami_status: str, ami_message: str) -> dict:
+    return {"metadata": {"name": name}, "status": {"conditions": [
+        {"type": "AMIsReady", "status": ami_status, "message": ami_message},
+        {"type": "SubnetsReady", "status": "True", "message": ""},
+        {"type": "Ready", "status": ready, "message": "AMIsReady=" + ami_status}]}}
+
+
+def test_nodeclass_unknown_counts_only_beside_karpenters_reconcile_error():
+    from fixtures.diagnosis import nodeclass_messages
+    stuck = NodeClasses(nodeclass("ssm-aaaaaa", "Unknown", "Unknown", "object is awaiting reconciliation"))
+    assert nodeclass_messages(stuck, None, "aaaaaa", "") == []  # just created: not yet a verdict
+    said = nodeclass_messages(stuck, None, "aaaaaa", NO_ALIAS)
+    assert said == ["NodeClass ssm-aaaaaa (karpenter) not ready: AMIsReady: object is awaiting "
+                    "reconciliation; Karpenter: getting amis, getting AMI queries, failed to "
+                    "discover any AMIs for alias (alias=al2023@v20990101)"]
+    assert verdict(Evidence(messages=said)).startswith("NodeClass not ready: NodeClass ssm-aaaaaa")
+    ready = NodeClasses(nodeclass("ssm-aaaaaa", "True", "True", ""))
+    assert nodeclass_messages(ready, None, "aaaaaa", NO_ALIAS) == []
+    other = NodeClasses(nodeclass("ssm-bbbbbb", "Unknown", "Unknown", "awaiting"))
+    assert nodeclass_messages(other, None, "bbbbbb", NO_ALIAS) == []  # the error names another
+
+
+def test_an_ec2nodeclass_the_api_server_rejects_is_named_with_its_reason(bare_apiserver, provider_module,
+                                                                          tmp_path):
+    """The real CRD (CEL rules) on a real API server: the harness's create says which object
+    was refused and the API server's words, not a bare 422."""
+    from clusters.eks.cluster import EksCluster
+    from fixtures.kube import Kind, Kube, Rejected
+    assert bare_apiserver("apply", "--server-side", "--force-conflicts",
+                          "-f", str(provider_module / "pkg" / "apis" / "crds")).returncode == 0
+    assert bare_apiserver("wait", "--for=condition=Established", "--timeout=60s",
+                          "crd/ec2nodeclasses.karpenter.k8s.aws").returncode == 0
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(bare_apiserver("config", "view", "--raw").stdout)
+    body = EksCluster("e2e", kubeconfig, region="us-west-2").render_nodeclass("bad-abc123", {})
+    body["spec"]["amiSelectorTerms"] = [{"id": "ami-0123456789abcdef0"}]  # and no amiFamily
+    body["spec"].pop("amiFamily", None)
+    with pytest.raises(Rejected) as err:
+        Kube(kubeconfig).create(Kind("karpenter.k8s.aws", "v1", "ec2nodeclasses"), body)
+    assert str(err.value).startswith("the API server rejected EC2NodeClass bad-abc123: ")
+    assert "must specify amiFamily if amiSelectorTerms does not contain an alias" in str(err.value)

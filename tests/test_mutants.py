@@ -206,3 +206,61 @@ def test_the_shipped_crd_mutant_changes_the_installed_nodepool_crd(tmp_path):
     assert 'label "kubernetes.io/hostname" is restricted' in \
         (module / "kwok/charts/crds/karpenter.sh_nodepools.yaml").read_text()
     assert "requirements with operator 'In' must have a value defined" not in crd
+
+
+def test_provider_mutants_run_in_aws_sim_only(tmp_path):
+    core = tmp_path / "limits-ignored.patch"
+    core.write_text(PATCH)
+    provider = tmp_path / "spot-ignored.patch"
+    provider.write_text(PATCH.replace("# version: v1.15.0\n", "# version: v1.15.0\n# module: "
+                                      "github.com/aws/karpenter-provider-aws\n"))
+    c, p = mutants.parse(core), mutants.parse(provider)
+    assert (c.module, p.module) == (mutants.CORE, mutants.AWS_PROVIDER)
+    assert c.runs_in("local") and c.runs_in("aws-sim") and p.runs_in("aws-sim")
+    assert not p.runs_in("local") and not p.runs_in("kind")
+    # By default each mode runs what only it can build; core mutants run in aws-sim by name.
+    assert mutants.select([c, p], []) == [c]
+    assert mutants.select([c, p], [], "aws-sim") == [p]
+    assert mutants.select([c, p], ["limits-ignored", "spot-ignored"], "aws-sim") == [c, p]
+    with pytest.raises(ClusterError, match="spot-ignored patches github.com/aws/karpenter-provider-aws, "
+                                           "which local mode does not build: run it with --cluster aws-sim"):
+        mutants.select([c, p], ["spot-ignored"])
+    provider.write_text(PATCH.replace("# family", "# module: example.com/other\n# family"))
+    with pytest.raises(ClusterError, match="module: 'example.com/other'; one of"):
+        mutants.parse(provider)
+
+
+def test_a_provider_patch_is_refused_outside_aws_sim():
+    from types import SimpleNamespace
+
+    from clusters import backends
+    opts = SimpleNamespace(cluster="local", cluster_name="x", karpenter_version="v1.15.0",
+                           karpenter_patch=str(mutants.MUTANTS_DIR / "spot-interruption-ignored.patch"))
+    with pytest.raises(ClusterError, match="patches github.com/aws/karpenter-provider-aws, which "
+                                           "local mode does not build"):
+        backends.create(opts)
+    opts.cluster = "aws-sim"
+    sim = backends.create(opts)
+    assert sim.mutant.name == "spot-interruption-ignored" and sim.mode == "aws-sim"
+
+
+def test_the_aws_sim_matrix_names_its_clusters_and_passes_the_mode(tmp_path, monkeypatch):
+    from clusters import mutant_matrix
+    m = mutants.parse(mutants.MUTANTS_DIR / "spot-interruption-ignored.patch")
+    matrix = mutant_matrix.Matrix([m], tmp_path, 1, [], mode="aws-sim")
+    seen = {}
+
+    class Child:
+        def __init__(self, cmd, **kw):
+            seen["cmd"] = cmd
+
+        def wait(self, timeout):
+            return 1
+
+    monkeypatch.setattr(mutant_matrix.subprocess, "Popen", Child)
+    matrix.run_one(matrix.rows[m.name], m)
+    cmd = seen["cmd"]
+    assert cmd[cmd.index("--cluster") + 1] == "aws-sim"
+    assert cmd[cmd.index("--cluster-name") + 1] == "sim-mut-spot-interruption-ignored"
+    assert cmd[cmd.index("--karpenter-patch") + 1] == str(m.path)
+    assert matrix.binary_name == "karpenter-aws"

@@ -192,3 +192,62 @@ def test_cluster_objects_adapter_normalises_and_skips_uninstalled_kinds():
 def test_sweep_command_explains_a_missing_kubeconfig(tmp_path, capsys):
     assert sweep.main(["--kubeconfig", str(tmp_path / "nope"), "--dry-run"]) == 2
     assert "kubeconfig" in capsys.readouterr().err
+
+
+def karpenters_launch_template(ec2, nodeclass: str, test_id: str | None, cluster=CLUSTER) -> str:
+    """A launch template tagged as Karpenter's launch template provider tags it."""
+    tags = {"eks:eks-cluster-name": cluster, "karpenter.k8s.aws/ec2nodeclass": nodeclass,
+            **({TEST_LABEL: test_id} if test_id else {})}
+    name = f"karpenter.k8s.aws/{abs(hash((nodeclass, cluster)))}"
+    ec2.create_launch_template(LaunchTemplateName=name, LaunchTemplateData={}, TagSpecifications=[
+        {"ResourceType": "launch-template", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}])
+    return name
+
+
+def karpenters_instance_profile(iam, nodeclass: str, test_id: str | None, cluster=CLUSTER) -> str:
+    """An instance profile where and as Karpenter's NodeClass controller makes it, holding a role."""
+    tags = {"eks:eks-cluster-name": cluster, "karpenter.k8s.aws/ec2nodeclass": nodeclass,
+            **({TEST_LABEL: test_id} if test_id else {})}
+    name = f"{cluster}_{abs(hash(nodeclass))}"
+    iam.create_instance_profile(InstanceProfileName=name, Path=f"/karpenter/us-west-2/{cluster}/uid/",
+                                Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+    iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName="KarpenterNodeRole")
+    return name
+
+
+def test_launch_template_and_instance_profile_sweep_takes_old_harness_ones_only(ec2):
+    iam = boto3.client("iam", region_name="us-west-2")
+    iam.create_role(RoleName="KarpenterNodeRole", AssumeRolePolicyDocument="{}")
+    ours_lt = karpenters_launch_template(ec2, "default-abc123", "abc123")
+    persons_lt = karpenters_launch_template(ec2, "team-facade", None)
+    other_lt = karpenters_launch_template(ec2, "default-abc123", "abc123", cluster="prod")
+    ours_ip = karpenters_instance_profile(iam, "default-abc123", "abc123")
+    persons_ip = karpenters_instance_profile(iam, "team-facade", None)
+    created = datetime.now(timezone.utc)
+
+    assert sweep.sweep_launch_templates(ec2, CLUSTER, timedelta(hours=3), now=created) == []
+    assert sweep.sweep_instance_profiles(iam, CLUSTER, "us-west-2", timedelta(hours=3),
+                                         now=created) == []
+    later = created + timedelta(hours=4)
+    listed = sweep.sweep_launch_templates(ec2, CLUSTER, timedelta(hours=3), now=later, dry_run=True)
+    assert [x.name for x in listed] == [ours_lt]
+
+    lts = sweep.sweep_launch_templates(ec2, CLUSTER, timedelta(hours=3), now=later)
+    ips = sweep.sweep_instance_profiles(iam, CLUSTER, "us-west-2", timedelta(hours=3), now=later)
+
+    assert [x.name for x in lts] == [ours_lt] and [x.name for x in ips] == [ours_ip]
+    assert "EC2NodeClass default-abc123" in ips[0].detail
+    left = {lt["LaunchTemplateName"] for lt in ec2.describe_launch_templates()["LaunchTemplates"]}
+    assert left == {persons_lt, other_lt}
+    assert {p["InstanceProfileName"] for p in iam.list_instance_profiles()["InstanceProfiles"]} \
+        == {persons_ip}
+
+
+def test_sweep_command_refuses_aws_sim_mixed_with_a_kubeconfig(tmp_path):
+    with pytest.raises(SystemExit):
+        sweep.main(["--aws-sim", "sim-x", "--kubeconfig", str(tmp_path / "k")])
+
+
+def test_sweep_command_says_an_aws_sim_cluster_is_not_running(capsys):
+    assert sweep.main(["--aws-sim", "sim-never-started", "--dry-run"]) == 2
+    assert "aws-sim cluster 'sim-never-started' is not running" in capsys.readouterr().err

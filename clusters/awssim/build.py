@@ -8,6 +8,8 @@ go.mod). The binary is cached as ``<cache>/bin/karpenter-aws-<version>`` like ev
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 from clusters.errors import ClusterError
@@ -49,3 +51,28 @@ def crd_dir(version: str = versions.AWS_PROVIDER) -> Path:
 def pricing_table(version: str = versions.AWS_PROVIDER) -> Path:
     """The provider's static on-demand prices (what it uses with ISOLATED_VPC=true)."""
     return module_dir(version) / "pkg" / "providers" / "pricing" / "zz_generated.pricing_aws.go"
+
+
+def build_mutant(mutant) -> Path:
+    """The provider built with ``mutant``'s patch: the patched copy of its module (the
+    provider's own, or core's) replaces the pinned one in a copy of the wrapper module, so
+    Go's build cache recompiles only the patched packages and their dependants."""
+    from clusters.mutants import MutantError
+
+    try:
+        t = target(mutant.version)
+    except ClusterError:
+        raise MutantError(mutant.name, f"its version {mutant.version} is not one aws-sim mode "
+                                       f"builds ({', '.join(versions.AWS_PROVIDER_VERSIONS)}); "
+                                       "core and provider versions are paired") from None
+    module_dir = build.download_module(mutant.module, mutant.version, versions.GO_TOOLCHAIN)
+
+    def wrapper(src: Path) -> Path:
+        work = src.parent / "wrapper"
+        shutil.copytree(t.module, work)
+        # Directory replacements need no go.sum entry; everything else stays pinned.
+        subprocess.run(["go", "mod", "edit", f"-replace={mutant.module}={src}"], cwd=work,
+                       check=True, capture_output=True, env={**build._go_env(t), "GOFLAGS": ""})
+        return work
+
+    return build.build_patched(mutant, t, module_dir, wrapper)

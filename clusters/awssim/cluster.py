@@ -27,6 +27,7 @@ from clusters.errors import ClusterError
 from clusters.local import build, process, versions
 from clusters.local.catalogue_table import ZONES
 from clusters.local.cluster import LocalCluster, await_started
+from clusters.mutants import Mutant
 from fixtures.waits import Observation
 
 log = logging.getLogger(__name__)
@@ -39,12 +40,15 @@ CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.kar
 class AwsSimCluster(LocalCluster):
     mode = "aws-sim"
     feature_gates = ()  # the AWS provider runs with its defaults (its env sets none)
+    NODECLASS_RESOURCE = "ec2nodeclass"  # stripped of finalizers, its instances stay in the
+    # fake until `down` (or `make sweep SWEEP_ARGS="--aws-sim NAME"`)
 
     def __init__(self, name: str = "awssim-e2e",
                  karpenter_version: str = versions.AWS_PROVIDER,
-                 apiserver_port: int | None = None, ami: str = "al2023@latest"):
+                 apiserver_port: int | None = None, ami: str = "al2023@latest",
+                 mutant: Mutant | None = None):
         awsbuild.target(karpenter_version)  # refuse a version aws-sim does not build
-        super().__init__(name, karpenter_version, apiserver_port=apiserver_port)
+        super().__init__(name, karpenter_version, apiserver_port=apiserver_port, mutant=mutant)
         self.ami = ami
         self.aws_file = self.run_dir / "aws.json"
 
@@ -98,8 +102,33 @@ class AwsSimCluster(LocalCluster):
             process.terminate(pid)
             self._save_state(aws_pid=None)
 
+    def cloud_problem(self) -> str | None:
+        """Why the fake AWS cannot answer Karpenter, or None while it runs."""
+        state = self._state()
+        if not state.get("aws_port"):
+            return None  # never started: up() reports that itself
+        pid = state.get("aws_pid")
+        if pid and process.alive(pid):
+            return None
+        return (f"the fake AWS on 127.0.0.1:{state['aws_port']} is not running "
+                f"({'stopped' if not pid else f'process {pid} exited'}; see {self.logs_dir / 'aws-sim.log'})")
+
+    # ---- faults (--fault): break the cloud under a running Karpenter -----------------------
+    def stop_cloud(self) -> None:
+        """The fake AWS stops answering, as an unreachable AWS endpoint would."""
+        self._stop_fake()
+
+    def delete_interruption_queue(self) -> None:
+        """Delete Karpenter's interruption queue in the fake, as a stack change might."""
+        import boto3
+        sqs = boto3.client("sqs", region_name=REGION, endpoint_url=self.aws_endpoint(),
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=self.name)["QueueUrl"])
+
     # ---- Karpenter -----------------------------------------------------------------------
     def _karpenter_binary(self, version: str) -> Path:
+        if self._runs_mutant(version):  # a patch to the provider, or to core as built into it
+            return awsbuild.build_mutant(self.mutant)
         return awsbuild.binary(version)
 
     def _karpenter_command(self, binary: Path) -> list[str]:

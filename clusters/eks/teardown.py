@@ -132,35 +132,56 @@ def terminate_instances(ec2, cluster: str, deadline: Deadline = Deadline()) -> l
     return ids
 
 
-def delete_launch_templates(ec2, cluster: str) -> list[str]:
+def karpenter_launch_templates(ec2, cluster: str) -> list[dict]:
+    """The cluster's launch templates Karpenter made (DescribeLaunchTemplates' entries: name,
+    CreateTime, Tags)."""
     filters = [{"Name": f"tag:{aws.CLUSTER_TAG}", "Values": [cluster]},
                {"Name": "tag-key", "Values": [LAUNCH_TEMPLATE_TAG]}]
-    names: list[str] = []
+    found: list[dict] = []
     kwargs: dict[str, Any] = {"Filters": filters}
     while True:
         page = aws.call("ec2:DescribeLaunchTemplates", ec2.describe_launch_templates, **kwargs)
-        names += [lt["LaunchTemplateName"] for lt in page.get("LaunchTemplates", [])
+        found += [lt for lt in page.get("LaunchTemplates", [])
                   if lt["LaunchTemplateName"].startswith(LAUNCH_TEMPLATE_PREFIX)]
         if not page.get("NextToken"):
-            break
+            return found
         kwargs["NextToken"] = page["NextToken"]
+
+
+def delete_launch_template(ec2, name: str) -> None:
+    aws.call("ec2:DeleteLaunchTemplate", ec2.delete_launch_template, LaunchTemplateName=name)
+
+
+def delete_launch_templates(ec2, cluster: str) -> list[str]:
+    names = [lt["LaunchTemplateName"] for lt in karpenter_launch_templates(ec2, cluster)]
     for name in names:
-        aws.call("ec2:DeleteLaunchTemplate", ec2.delete_launch_template, LaunchTemplateName=name)
+        delete_launch_template(ec2, name)
     return names
 
 
-def delete_instance_profiles(iam, cluster: str, region: str) -> list[str]:
-    """Instance profiles Karpenter made for this cluster, after taking their role out (a
-    profile holding the node role is what fails the stack's delete)."""
+def karpenter_instance_profiles(iam, cluster: str, region: str) -> list[dict]:
+    """Instance profiles Karpenter made for this cluster (ListInstanceProfiles' entries:
+    name, CreateDate, Roles), found by the path Karpenter gives them."""
     path = PROFILE_PATH.format(region=region, cluster=cluster)
-    profiles = [p for page in iam.get_paginator("list_instance_profiles").paginate(PathPrefix=path)
-                for p in page["InstanceProfiles"] if p["Path"].startswith(path)]  # re-checked
+    return [p for page in iam.get_paginator("list_instance_profiles").paginate(PathPrefix=path)
+            for p in page["InstanceProfiles"] if p["Path"].startswith(path)]  # re-checked
+
+
+def delete_instance_profile(iam, profile: dict) -> None:
+    """Take its roles out first: a profile holding the node role is what fails the stack's
+    delete."""
+    name = profile["InstanceProfileName"]
+    for role in profile.get("Roles", []):
+        aws.call("iam:RemoveRoleFromInstanceProfile", iam.remove_role_from_instance_profile,
+                 InstanceProfileName=name, RoleName=role["RoleName"])
+    aws.call("iam:DeleteInstanceProfile", iam.delete_instance_profile, InstanceProfileName=name)
+
+
+def delete_instance_profiles(iam, cluster: str, region: str) -> list[str]:
+    """Instance profiles Karpenter made for this cluster, after taking their role out."""
+    profiles = karpenter_instance_profiles(iam, cluster, region)
     for profile in profiles:
-        name = profile["InstanceProfileName"]
-        for role in profile.get("Roles", []):
-            aws.call("iam:RemoveRoleFromInstanceProfile", iam.remove_role_from_instance_profile,
-                     InstanceProfileName=name, RoleName=role["RoleName"])
-        aws.call("iam:DeleteInstanceProfile", iam.delete_instance_profile, InstanceProfileName=name)
+        delete_instance_profile(iam, profile)
     return [p["InstanceProfileName"] for p in profiles]
 
 

@@ -283,35 +283,45 @@ class BuildFailed(ClusterError):
 
 
 # ---- mutants ---------------------------------------------------------------------------------
-def mutant_path(mutant) -> Path:
-    """Where a mutant's karpenter-kwok is cached: keyed by version, name and patch digest."""
-    return bin_dir() / f"karpenter-kwok-{mutant.version}-mutant-{mutant.key}"
+def mutant_path(mutant, name: str = "karpenter-kwok") -> Path:
+    """Where a mutant's binary is cached: keyed by binary, version, name and patch digest."""
+    return bin_dir() / f"{name}-{mutant.version}-mutant-{mutant.key}"
 
 
 def build_mutant(mutant) -> Path:
     """karpenter-kwok built from a copy of the pinned module with ``mutant``'s patch applied.
     Only the patched packages recompile: the rest comes from Go's build cache."""
-    from clusters.mutants import MutantError, apply
+    from clusters.mutants import MutantError
 
-    out = mutant_path(mutant)
-    if out.exists():
-        return out
     try:
         target = find("karpenter-kwok", mutant.version)
     except ClusterError:
         raise MutantError(mutant.name, f"its version {mutant.version} is not one local mode "
                                        f"builds ({', '.join(versions.KARPENTER_VERSIONS)})") from None
+    return build_patched(mutant, target, _module_dir(target), lambda src: src)
+
+
+def build_patched(mutant, target: Target, module_dir: Path, workdir) -> Path:
+    """``target`` built with ``mutant``'s patch applied to a copy of ``module_dir``;
+    ``workdir(patched copy)`` is where `go build` runs (the copy itself, or a wrapper module
+    that replaces the module with it)."""
+    from clusters.mutants import MutantError, apply
+
+    out = mutant_path(mutant, target.name)
+    if out.exists():
+        return out
     with _build_lock():
         if out.exists():
             return out
         check_go()
-        src = apply(mutant, _module_dir(target), cache_dir() / "mutants" / "src" / mutant.key)
+        root = cache_dir() / "mutants" / "src" / f"{target.name}-{mutant.key}"
         try:
-            _build_group([target], cwd=src, outputs={target.name: out})
+            src = apply(mutant, module_dir, root / "module")
+            _build_group([target], cwd=workdir(src), outputs={target.name: out})
         except BuildFailed as exc:
             compiler = [ln.strip() for ln in exc.output.splitlines() if re.search(r"\.go:\d+", ln)]
             raise MutantError(mutant.name, "does not build: "
                               + ("; ".join(compiler[:3]) or str(exc)[-400:])) from None
         finally:
-            shutil.rmtree(src, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
     return out

@@ -44,6 +44,7 @@ FEATURE_GATES = ("NodeOverlay", "StaticCapacity")
 class LocalCluster:
     mode = "local"
     feature_gates = FEATURE_GATES
+    NODECLASS_RESOURCE = "kwoknodeclass"
 
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  apiserver_port: int | None = None,
@@ -117,12 +118,12 @@ class LocalCluster:
         """With Karpenter gone nothing else will finish them: delete the NodeClaims, nodes
         and NodeClasses matching ``selector``, finalizers included. Returns 'Kind/name' of
         each. Locally nothing is left in a cloud by doing so."""
-        out = self.kubectl("get", "nodeclaims,nodes,kwoknodeclasses", "-l", selector, "-o",
-                           "jsonpath={range .items[*]}{.kind}/{.metadata.name}{'\\n'}{end}")
+        out = self.kubectl("get", f"nodeclaim,node,{self.NODECLASS_RESOURCE}", "-l", selector,
+                           "-o", "jsonpath={range .items[*]}{.kind}/{.metadata.name}{'\\n'}{end}")
         removed = [line.strip() for line in out.splitlines() if line.strip()]
         for ref in removed:
             kind, name = ref.split("/", 1)
-            resource = {"NodeClaim": "nodeclaim", "Node": "node"}.get(kind, "kwoknodeclass")
+            resource = {"NodeClaim": "nodeclaim", "Node": "node"}.get(kind, self.NODECLASS_RESOURCE)
             self.kubectl("patch", resource, name, "--type=merge",
                          "-p", '{"metadata":{"finalizers":null}}', check=False)
             self.kubectl("delete", resource, name, "--ignore-not-found", "--wait=false")
@@ -305,11 +306,24 @@ class LocalCluster:
             raise ClusterError(f"kubectl {' '.join(args)} failed: {_tail(proc.stderr, 10)}")
         return proc.stdout
 
-    def _healthy(self) -> bool:
+    def _healthy(self, within: float = 30) -> bool:
+        """API and Karpenter ready, looked at for up to ``within`` seconds: on a loaded
+        machine one slow /readyz must not make a reused cluster be torn down and rebuilt
+        under the run that was using it (seen with two aws-sim clusters at load 25)."""
+        def ready() -> Observation:
+            try:
+                api = self.kubectl("get", "--raw", "/readyz", timeout=10).strip() == "ok"
+            except ClusterError as exc:
+                return Observation(False, f"API: {str(exc)[:200]}")
+            karpenter = api and self._karpenter_ready()
+            components = karpenter and self.status().running  # e.g. kube-controller-manager
+            return Observation(components, "a component exited" if karpenter else
+                               "Karpenter not ready" if api else "API not ready")
+
         try:
-            return (self.kubectl("get", "--raw", "/readyz", timeout=10).strip() == "ok"
-                    and self._karpenter_ready() and self.status().running)
-        except ClusterError:
+            eventually(ready, what=f"cluster {self.name!r} to be healthy", timeout=within, poll=2)
+            return True
+        except WaitTimeout:
             return False
 
     def _wait_api(self) -> None:
