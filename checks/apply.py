@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 from kubernetes.dynamic import DynamicClient
+from kubernetes.client.rest import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from checks.manifests import Manifest, ManifestError
@@ -70,16 +71,33 @@ class Applier:
                 raise ManifestError(f"{m.where}: the API server rejected {m.kind} {m.name}: "
                                     f"{_api_message(exc)}") from None
 
-    def ensure_crd(self, path: Path) -> None:
-        """Install a CRD (e.g. EC2NodeClass in local mode, to validate those documents
-        against their real schema before they are mapped) and wait until it is served."""
-        body = yaml.safe_load(path.read_text())
-        name = body["metadata"]["name"]
+    def validate_as_written(self, manifests: list[Manifest], crd: Path) -> None:
+        """Dry-run documents of a kind this mode does not run (EC2NodeClass in local mode)
+        against that kind's real CRD, installed for the purpose: its schema and CEL rules
+        judge them before they are mapped. Raises ManifestError with the API's message."""
+        body = yaml.safe_load(crd.read_text())
+        name, names = body["metadata"]["name"], body["spec"]["names"]
+        group = body["spec"]["group"]
         if not self.kube.crd_established(name):
-            self.kube.apiext.create_custom_resource_definition(body, _request_timeout=30)
+            try:
+                self.kube.apiext.create_custom_resource_definition(body, _request_timeout=30)
+            except ApiException as exc:
+                if exc.status != 409:  # another check on this cluster installed it just now
+                    raise
             eventually(lambda: Observation(self.kube.crd_established(name), "not established"),
                        what=f"CRD {name} to be established", timeout=TIMEOUTS.api, poll=0.2)
-        self.dyn.resources.invalidate_cache()
+        errors = []
+        for m in manifests:
+            version = m.body["apiVersion"].rpartition("/")[2]
+            try:
+                self.kube.custom.create_cluster_custom_object(
+                    group, version, names["plural"], m.body, dry_run="All",
+                    _request_timeout=30)
+            except ApiException as exc:
+                errors.append(f"{m.where}: the API server rejected {m.kind} {m.name}: "
+                              f"{_api_message(exc)}")
+        if errors:
+            raise ManifestError("\n".join(errors))
 
     def delete_all(self, manifests: list[Manifest]) -> None:
         """Delete what was applied (workloads first, NodePools and NodeClasses last) and wait

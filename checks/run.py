@@ -5,7 +5,9 @@ report, and the cluster down (or emptied, when kept), whatever happens on the wa
 from __future__ import annotations
 
 import logging
+import importlib
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +71,7 @@ class Check:
     def run(self) -> dict:
         """Everything; the cluster goes down (or is emptied) even on failure and Ctrl-C."""
         t = time.time()
+        threading.Thread(target=_warm_imports, daemon=True, name="warm imports").start()
         reused = self.keep and self.backend.status().running
         info = self.backend.up(reuse=self.keep)
         t = self._timed("cluster_up_s", t)
@@ -111,10 +114,9 @@ class Check:
         self.applied = mapped  # from here on, what a kept cluster must be emptied of
         originals = [m for m in self.plan.bundle.manifests
                      if m.kind == "EC2NodeClass" and info.nodeclass_kind != "EC2NodeClass"]
-        if originals:  # validated against the real EC2NodeClass schema, then mapped
-            applier.ensure_crd(awsbuild.crd_dir() / EC2NODECLASS_CRD)
-            applier.dry_run(originals)
         applier.dry_run(mapped)
+        if originals:  # validated as written against the real EC2NodeClass CRD, then mapped
+            applier.validate_as_written(originals, awsbuild.crd_dir() / EC2NODECLASS_CRD)
         t = self._timed("dry_run_s", t)
 
         offset = self._log_offset(info)
@@ -239,3 +241,14 @@ def _read_from(path: Path | None, offset: int) -> str:
     with open(path, errors="replace") as fh:
         fh.seek(offset)
         return fh.read()
+
+
+def _warm_imports() -> None:
+    """Import the Kubernetes client's API modules and matplotlib while the cluster comes up
+    (it mostly waits on processes): they take seconds to import, tens of seconds on a
+    loaded machine, and the check needs them only once the cluster is up."""
+    import kubernetes.client as k8s
+    for api in ("CoreV1Api", "AppsV1Api", "BatchV1Api", "PolicyV1Api", "CustomObjectsApi",
+                "ApiextensionsV1Api", "EventsV1Api"):
+        getattr(k8s, api)
+    importlib.import_module("reports.timeline_chart")

@@ -6,7 +6,8 @@ points and are bounded by the harness's Timeouts.
   not place it); and nothing changed for ``QUIET_S``.
 - After scale-in: no NodeClaim launching or deleting, and nothing changed for
   ``DISRUPTION_QUIET_S`` counted from the later of the last change and the moment the last
-  NodeClaim could turn Consolidatable (its ``lastPodEventTime`` + its pool's consolidateAfter).
+  NodeClaim could turn Consolidatable (its ``lastPodEventTime`` + its pool's consolidateAfter);
+  or no NodeClaim left at all.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ class Settler:
             since = max([quiet_since, started, *decidable])
             quiet = time.time() - since
             missing = self._missing(manifests, counts)
-            ok = not missing and not busy and quiet >= DISRUPTION_QUIET_S
+            # With no NodeClaim left there is nothing more to disrupt.
+            ok = not missing and not busy and (quiet >= DISRUPTION_QUIET_S or not claims)
             return Observation(ok, "; ".join(filter(None, [
                 ", ".join(missing), busy, f"{len(claims)} NodeClaims, "
                 f"{quiet:.0f}s of {DISRUPTION_QUIET_S}s quiet since the last change or "
