@@ -110,12 +110,18 @@ class Applier:
                 if exc.status != 404:
                     raise
 
-        def claims_gone() -> Observation:
-            left = [c["metadata"]["name"] for c in self.kube.list(NODECLAIM)]
-            return Observation(not left, f"NodeClaims {left}")
+        namespaces = {m.name for m in manifests if m.kind == "Namespace"}
 
-        eventually(claims_gone, what="every NodeClaim to be gone after the check's objects "
-                                     "were deleted", timeout=TIMEOUTS.cleanup)
+        def gone() -> Observation:
+            # A namespace still terminating would refuse the next check's objects.
+            left = [f"NodeClaim/{c['metadata']['name']}" for c in self.kube.list(NODECLAIM)]
+            left += [f"Namespace/{n.metadata.name}" for n in
+                     self.kube.core.list_namespace(_request_timeout=self.kube.timeout).items
+                     if n.metadata.name in namespaces]
+            return Observation(not left, f"still there: {', '.join(left)}")
+
+        eventually(gone, what="every NodeClaim and the check's namespaces to be gone after "
+                              "its objects were deleted", timeout=TIMEOUTS.cleanup)
 
 
 def _api_message(exc: DynamicApiError) -> str:

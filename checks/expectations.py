@@ -289,9 +289,9 @@ def _judge_spot_share(spec: dict, snap: Snapshot):
     nodes = _nodes_of(spec, snap)
     if not nodes:
         return False, "no nodes" + _pool_text(spec)
-    share = sum(n.capacity_type == "spot" for n in nodes) / len(nodes)
-    return _within(round(share, 3), spec), (f"{share:.2f}: {sum(n.capacity_type == 'spot' for n in nodes)}"
-                                            f" of {len(nodes)} nodes on spot")
+    spot = sum(n.capacity_type == "spot" for n in nodes)
+    share = spot / len(nodes)
+    return _within(round(share, 3), spec), f"{share:.2f}: {spot} of {len(nodes)} nodes on spot"
 
 
 def _judge_allowed(attr: str):
@@ -299,8 +299,8 @@ def _judge_allowed(attr: str):
         nodes = _nodes_of(spec, snap)
         outside = sorted({f"{n.instance_type} ({getattr(n, attr)})" for n in nodes
                           if getattr(n, attr) not in spec["in"]})
-        seen = (f"outside: {', '.join(outside)}" if outside else
-                f"{len(nodes)} nodes, types {', '.join(sorted({n.instance_type for n in nodes})) or 'none'}")
+        types = ", ".join(sorted({n.instance_type for n in nodes})) or "none"
+        seen = f"outside: {', '.join(outside)}" if outside else f"{len(nodes)} nodes, types {types}"
         return not outside, seen
     return judge
 

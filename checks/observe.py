@@ -158,7 +158,8 @@ def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
                                    dict((pool.get("status") or {}).get("resources") or {}),
                                    _consolidation(pool)))
     for claim in kube.list(NODECLAIM):
-        conds = {c["type"]: c["status"] for c in (claim.get("status") or {}).get("conditions") or []}
+        conds = {c["type"]: c["status"]
+                 for c in (claim.get("status") or {}).get("conditions") or []}
         if claim["metadata"].get("deletionTimestamp"):
             snap.claims_deleting += 1
         elif conds.get("Initialized") != "True":

@@ -98,12 +98,11 @@ def _consolidation(c: dict) -> list[str]:
     return out + [""]
 
 
-def write(result: dict, directory: Path) -> dict[str, Path]:
+def write(result: dict, directory: Path) -> None:
+    """check.md and check.json (the names ``result['files']`` gives)."""
     directory.mkdir(parents=True, exist_ok=True)
-    md, js = directory / "check.md", directory / "check.json"
-    md.write_text(tables(result))
-    js.write_text(json.dumps(result, indent=1, default=str))
-    return {"markdown": md, "json": js}
+    (directory / "check.md").write_text(tables(result))
+    (directory / "check.json").write_text(json.dumps(result, indent=1, default=str))
 
 
 def write_allure(result: dict, results_dir: Path, timeline_png: Path | None) -> None:

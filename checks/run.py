@@ -106,8 +106,9 @@ class Check:
         nodeclass = (info.nodeclass_group, info.nodeclass_version, info.nodeclass_kind)
         leftovers = [p["metadata"]["name"] for p in self.kube.list(NODEPOOL)]
         if leftovers:
-            raise ClusterError(f"cluster {info.name!r} already has NodePools ({', '.join(leftovers)}):"
-                               " check needs a cluster of its own; use another --cluster-name")
+            raise ClusterError(f"cluster {info.name!r} already has NodePools "
+                               f"({', '.join(leftovers)}): check needs a cluster of its own; "
+                               "use another --cluster-name")
         applier = apply.Applier(self.kube, self.run_id)
         mapped = manifests.for_mode(self.plan.bundle, nodeclass)
         mapped = manifests.scaled(mapped, self.plan.bundle, self.plan.scale)
@@ -216,9 +217,10 @@ class Check:
         png = self._timeline_picture(timeline, "passed" if result["passed"] else "failed",
                                      next((r["expectation"] for r in results if not r["ok"]),
                                           settle_error))
-        result["files"] = {k: str(v) for k, v in report.write(result, self.out_dir).items()}
-        if png:
-            result["files"]["timeline"] = str(png)
+        result["files"] = {"markdown": str(self.out_dir / "check.md"),
+                           "json": str(self.out_dir / "check.json"),
+                           **({"timeline": str(png)} if png else {})}
+        report.write(result, self.out_dir)
         report.write_allure(result, self.out_dir / "allure-results", png)
         return result
 

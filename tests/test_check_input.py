@@ -68,14 +68,15 @@ def test_invalid_yaml_names_the_file_and_line(tmp_path):
 
 def test_unknown_kind_names_the_document(tmp_path):
     d = folder(tmp_path, **good(tmp_path),
-               **{"x.yaml": "---\n# first\n---\napiVersion: v1\nkind: Gizmo\nmetadata: {name: g}\n"})
+               **{"x.yaml": "---\n# first\n---\napiVersion: v1\nkind: Gizmo\n"
+                            "metadata: {name: g}\n"})
     with pytest.raises(ManifestError, match=r"x.yaml \(document 1\): unknown kind 'Gizmo'"):
         manifests.load(d)
 
 
 def test_a_provisioner_says_what_replaced_it(tmp_path):
-    d = folder(tmp_path, **good(tmp_path), **{"old.yaml": "apiVersion: karpenter.sh/v1alpha5\n"
-                                                         "kind: Provisioner\nmetadata: {name: p}\n"})
+    old = "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: p}\n"
+    d = folder(tmp_path, **good(tmp_path), **{"old.yaml": old})
     with pytest.raises(ManifestError, match=r"old.yaml \(document 0\): Provisioner .* replaced "
                                             r"by NodePool"):
         manifests.load(d)
@@ -244,3 +245,5 @@ def test_examples_folder_has_no_stray_files():
         stray = [f.name for f in example.iterdir()
                  if f.suffix not in (".yaml", ".yml", ".md")]
         assert not stray, (example, stray)
+        for f in example.glob("*.yaml"):  # valid YAML before ${CLUSTER_NAME} is substituted
+            list(__import__("yaml").safe_load_all(f.read_text()))
