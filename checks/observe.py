@@ -192,9 +192,47 @@ def diagnose_pending(kube: Kube, snap: Snapshot, nodeclass: Kind | None,
         names = {p.name for p in pods}
         lines = "\n".join(line for line in log_text.splitlines()
                           if any(f'"{n}"' in line for n in names))
-        out[workload] = diagnosis.verdict(diagnosis.Evidence(running, "", messages + classes,
-                                                             lines))
+        asks = _asks(kube.core.read_namespaced_pod(pods[0].name, pods[0].namespace,
+                                                   _request_timeout=kube.timeout))
+        out[workload] = diagnosis.verdict(diagnosis.Evidence(
+            running, "", [_closest_clause(m, asks) for m in messages] + classes, lines))
     return out
+
+
+# Karpenter's pipeline per NodePool: taints, then requirements, then instance types, then
+# limits. The pool a pod got furthest with is the one it was meant for.
+DEPTH = {"NodePool limit reached": 3, "no instance type fits": 2,
+         "no NodePool matches the pod": 1, "untolerated taint": 0}
+
+
+def _asks(pod) -> set[str]:
+    """What a pod asks of a node by name: its nodeSelector keys and requested resources."""
+    keys = set((pod.spec.node_selector or {}).keys())
+    for c in pod.spec.containers or []:
+        keys |= set(((c.resources and c.resources.requests) or {}).keys())
+    return keys
+
+
+def _closest_clause(message: str, asks: set[str]) -> str:
+    """Karpenter joins one clause per NodePool with '; '. With several pools the clause that
+    explains the pod is the one about the pool it was meant for: a taint whose key the pod
+    asks for (a GPU taint on a pod requesting nvidia.com/gpu, a `workload` taint on a pod
+    selecting `workload`), else the pool it got furthest with. Other clauses are dropped."""
+    head, sep, rest = message.partition("Failed to schedule pod, ")
+    if not sep or "; " not in rest:
+        return message
+    ranked = []
+    for clause in rest.split("; "):
+        name = next((n for n, pattern in diagnosis.RULES if pattern.search(clause)), None)
+        if name is None:
+            continue
+        taint = re.search(r"taint=([^=:)\s]+)", clause)
+        depth = 4 if name == "untolerated taint" and taint and taint[1] in asks \
+            else DEPTH.get(name, -1)
+        ranked.append((depth, clause))
+    if not ranked:
+        return message
+    return head + sep + max(ranked, key=lambda r: r[0])[1]
 
 
 # ---- reductions the report and the expectations share ---------------------------------------

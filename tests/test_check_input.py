@@ -247,3 +247,26 @@ def test_examples_folder_has_no_stray_files():
         assert not stray, (example, stray)
         for f in example.glob("*.yaml"):  # valid YAML before ${CLUSTER_NAME} is substituted
             list(__import__("yaml").safe_load_all(f.read_text()))
+
+
+# Karpenter's event for an A10G pod (tolerating nvidia.com/gpu) when the GPU pool excludes g5,
+# with two other tainted pools, as captured from a local run of v1.15.0.
+MULTI_POOL = ("gpu-inference-86b8d779f8-pgvxr FailedScheduling (karpenter): Failed to schedule "
+              "pod, did not tolerate taint (taint=workload=training:NoSchedule); no instance "
+              "type had enough resources or had a required offering, requirements="
+              "karpenter.k8s.aws/instance-family In [g4dn]; did not tolerate taint "
+              "(taint=workload=api:NoSchedule)")
+
+
+def test_the_clause_of_the_pool_the_pod_was_meant_for():
+    from checks.observe import _closest_clause
+    from fixtures.diagnosis import Evidence, verdict
+    asks = {"karpenter.k8s.aws/instance-gpu-name", "cpu", "memory", "nvidia.com/gpu"}
+    assert verdict(Evidence(messages=[_closest_clause(MULTI_POOL, asks)])).startswith(
+        "no instance type fits")
+    # a pod selecting `workload` that does not tolerate that pool's taint: the taint explains it
+    assert verdict(Evidence(messages=[_closest_clause(MULTI_POOL, {"workload"})])).startswith(
+        "untolerated taint: gpu-inference-86b8d779f8-pgvxr FailedScheduling (karpenter): "
+        "Failed to schedule pod, did not tolerate taint (taint=workload=")
+    gpu_taint = MULTI_POOL.replace("workload=training", "nvidia.com/gpu=true")
+    assert "nvidia.com/gpu=true" in _closest_clause(gpu_taint, asks)
