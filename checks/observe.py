@@ -199,9 +199,11 @@ def diagnose_pending(kube: Kube, snap: Snapshot, nodeclass: Kind | None,
     return out
 
 
-# Karpenter's pipeline per NodePool: taints, then requirements, then instance types, then
-# limits. The pool a pod got furthest with is the one it was meant for.
-DEPTH = {"NodePool limit reached": 3, "no instance type fits": 2,
+# How close a pool came to taking the pod, by what Karpenter said about it. A limit ranks
+# below "no instance type": Karpenter also says "all available instance types exceed limits"
+# for a pool whose types the pod's requirements filtered out entirely (seen: the api pool for
+# the A10G pods of examples/ml-platform with g5 excluded from the GPU pool).
+DEPTH = {"no instance type fits": 3, "NodePool limit reached": 2,
          "no NodePool matches the pod": 1, "untolerated taint": 0}
 
 

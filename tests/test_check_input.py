@@ -270,3 +270,14 @@ def test_the_clause_of_the_pool_the_pod_was_meant_for():
         "Failed to schedule pod, did not tolerate taint (taint=workload=")
     gpu_taint = MULTI_POOL.replace("workload=training", "nvidia.com/gpu=true")
     assert "nvidia.com/gpu=true" in _closest_clause(gpu_taint, asks)
+
+
+def test_a_vacuous_limit_clause_does_not_hide_the_missing_type():
+    """Captured: the GPU pool without g5 and, for the same pod, a limit clause about the
+    api pool, whose types the pod's A10G requirement filtered out."""
+    from checks.observe import _closest_clause
+    message = MULTI_POOL.replace("did not tolerate taint (taint=workload=api:NoSchedule)",
+                                 "all available instance types exceed limits for nodepool "
+                                 "(NodePool=api)")
+    clause = _closest_clause(message, {"nvidia.com/gpu", "karpenter.k8s.aws/instance-gpu-name"})
+    assert "no instance type had enough resources" in clause and "NodePool=api" not in clause
