@@ -23,6 +23,7 @@ from fixtures.waits import TIMEOUTS, Observation, eventually
 QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled
 # Karpenter's disruption poll (10 s) + its command validation (15 s) + 5 s.
 DISRUPTION_QUIET_S = 30
+POD_EVENT_DEDUP_S = 10  # Karpenter writes lastPodEventTime at most once per 10 s
 
 
 def desired_pods(m: Manifest) -> int | None:
@@ -122,7 +123,9 @@ class Settler:
                          for c in claims
                          if after.get(c["metadata"]["labels"].get("karpenter.sh/nodepool"))
                          is not None]
-            since = max([quiet_since, started, *decidable])
+            # Karpenter records a pod event at most once per 10 s: the emptying may count
+            # from up to 10 s after the scale-in.
+            since = max([quiet_since, started + POD_EVENT_DEDUP_S, *decidable])
             quiet = time.time() - since
             missing = self._missing(manifests, counts)
             # With no NodeClaim left there is nothing more to disrupt.
