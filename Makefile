@@ -13,7 +13,7 @@ FROM ?= v1.14.3
 TO ?= v1.15.0
 GATE_ARGS ?=
 
-.PHONY: e2e e2e-aws-sim test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants
+.PHONY: e2e e2e-aws-sim test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -92,3 +92,24 @@ cluster-down: setup
 	$(PY) -m clusters down
 cluster-status: setup
 	$(PY) -m clusters status
+
+## check: what Karpenter does with your own NodePools and workloads, on a fresh local cluster
+## (README "Checking your own NodePools"). Exit 0: every expectation held; 1: one failed;
+## 2: bad input; 3: cluster error.
+MANIFESTS ?=
+EXPECT ?=
+SCALE ?=
+SCALE_IN ?=
+CHECK_ARGS ?=
+check: setup
+	@test -n "$(MANIFESTS)" || { echo "usage: make check MANIFESTS=folder/ [EXPECT=expect.yaml]" \
+		"[SCALE=app=10,...] [SCALE_IN=app=0] [CHECK_ARGS='--cluster aws-sim']"; exit 2; }
+	$(PY) -m checks $(MANIFESTS) $(if $(EXPECT),--expect $(EXPECT)) \
+		$(if $(SCALE),--scale $(SCALE)) $(if $(SCALE_IN),--scale-in $(SCALE_IN)) $(CHECK_ARGS)
+
+## check-examples: `check` on every folder of examples/, each on a cluster of its own; each must pass
+check-examples: setup
+	@set -e; for d in examples/*/; do \
+		echo "== check $$d"; \
+		$(PY) -m checks $$d --cluster-name check-$$(basename $$d) $(CHECK_ARGS); \
+	done

@@ -1,0 +1,1 @@
+"""`check`: what Karpenter does with a platform team's own NodePools and workloads (issue 14)."""

@@ -1,0 +1,131 @@
+"""Put the manifests into the cluster: a server-side dry-run of every document first (the API
+server's own schema, defaults and CEL rules, with its message), then the real apply; and
+delete them again when a kept cluster is reused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import yaml
+from kubernetes.dynamic import DynamicClient
+from kubernetes.client.rest import ApiException
+from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+from checks.manifests import Manifest, ManifestError
+from fixtures.kube import NODECLAIM, Kube
+from fixtures.waits import TIMEOUTS, Observation, eventually
+
+log = logging.getLogger("karpenter_e2e.check")
+
+FIELD_MANAGER = "karpenter-e2e-check"
+# The label check puts on what it applies, so a kept cluster can be emptied by it.
+APPLIED_LABEL = "karpenter-e2e/check"
+
+
+class Applier:
+    def __init__(self, kube: Kube, run_id: str):
+        self.kube, self.run_id = kube, run_id
+        self.dyn = DynamicClient(kube.api)
+
+    def _resource(self, m: Manifest):
+        try:
+            return self.dyn.resources.get(api_version=m.body["apiVersion"], kind=m.kind)
+        except ResourceNotFoundError:
+            raise ManifestError(f"{m.where}: the API server serves no {m.kind} in "
+                                f"{m.body['apiVersion']}") from None
+
+    def _apply(self, m: Manifest, dry_run: bool) -> None:
+        body = dict(m.body)
+        meta = body["metadata"] = dict(body.get("metadata") or {})
+        meta["labels"] = {**(meta.get("labels") or {}), APPLIED_LABEL: self.run_id}
+        resource = self._resource(m)
+        self.dyn.server_side_apply(resource, body=body, namespace=m.namespace,
+                                   field_manager=FIELD_MANAGER, force_conflicts=True,
+                                   dry_run="All" if dry_run else None, _request_timeout=30)
+
+    def dry_run(self, manifests: list[Manifest]) -> None:
+        """Every document through the API server without persisting it (namespaces are
+        created for real first: the others cannot be dry-run into namespaces that do not
+        exist). Raises ManifestError with the API's message for each rejected document."""
+        errors = []
+        namespaces = [m for m in manifests if m.kind == "Namespace"]
+        for m in namespaces + [m for m in manifests if m.kind != "Namespace"]:
+            try:
+                self._apply(m, dry_run=m.kind != "Namespace")
+            except ManifestError as exc:
+                errors.append(str(exc))
+            except DynamicApiError as exc:
+                errors.append(f"{m.where}: the API server rejected {m.kind} {m.name}: "
+                              f"{_api_message(exc)}")
+        if errors:
+            raise ManifestError("\n".join(errors))
+
+    def apply(self, manifests: list[Manifest]) -> None:
+        for m in manifests:
+            try:
+                self._apply(m, dry_run=False)
+            except DynamicApiError as exc:
+                raise ManifestError(f"{m.where}: the API server rejected {m.kind} {m.name}: "
+                                    f"{_api_message(exc)}") from None
+
+    def validate_as_written(self, manifests: list[Manifest], crd: Path) -> None:
+        """Dry-run documents of a kind this mode does not run (EC2NodeClass in local mode)
+        against that kind's real CRD, installed for the purpose: its schema and CEL rules
+        judge them before they are mapped. Raises ManifestError with the API's message."""
+        body = yaml.safe_load(crd.read_text())
+        name, names = body["metadata"]["name"], body["spec"]["names"]
+        group = body["spec"]["group"]
+        if not self.kube.crd_established(name):
+            try:
+                self.kube.apiext.create_custom_resource_definition(body, _request_timeout=30)
+            except ApiException as exc:
+                if exc.status != 409:  # another check on this cluster installed it just now
+                    raise
+            eventually(lambda: Observation(self.kube.crd_established(name), "not established"),
+                       what=f"CRD {name} to be established", timeout=TIMEOUTS.api, poll=0.2)
+        errors = []
+        for m in manifests:
+            version = m.body["apiVersion"].rpartition("/")[2]
+            try:
+                self.kube.custom.create_cluster_custom_object(
+                    group, version, names["plural"], m.body, dry_run="All",
+                    _request_timeout=30)
+            except ApiException as exc:
+                errors.append(f"{m.where}: the API server rejected {m.kind} {m.name}: "
+                              f"{_api_message(exc)}")
+        if errors:
+            raise ManifestError("\n".join(errors))
+
+    def delete_all(self, manifests: list[Manifest]) -> None:
+        """Delete what was applied (workloads first, NodePools and NodeClasses last) and wait
+        until Karpenter has removed every NodeClaim: a kept cluster is clean again."""
+        for m in reversed(manifests):
+            try:
+                self.dyn.delete(self._resource(m), name=m.name, namespace=m.namespace,
+                                body={"propagationPolicy": "Background"}, _request_timeout=30)
+            except DynamicApiError as exc:
+                if exc.status != 404:
+                    raise
+
+        namespaces = {m.name for m in manifests if m.kind == "Namespace"}
+
+        def gone() -> Observation:
+            # A namespace still terminating would refuse the next check's objects.
+            left = [f"NodeClaim/{c['metadata']['name']}" for c in self.kube.list(NODECLAIM)]
+            left += [f"Namespace/{n.metadata.name}" for n in
+                     self.kube.core.list_namespace(_request_timeout=self.kube.timeout).items
+                     if n.metadata.name in namespaces]
+            return Observation(not left, f"still there: {', '.join(left)}")
+
+        eventually(gone, what="every NodeClaim and the check's namespaces to be gone after "
+                              "its objects were deleted", timeout=TIMEOUTS.cleanup)
+
+
+def _api_message(exc: DynamicApiError) -> str:
+    try:
+        return json.loads(exc.body)["message"]
+    except (ValueError, KeyError, TypeError):
+        return f"{exc.status} {exc.reason}"

@@ -1,0 +1,325 @@
+"""expect.yaml: what a platform team expects Karpenter to do with its manifests, declared.
+
+```yaml
+scale: {inflate: 10}            # optional: replicas to set before applying (as --scale)
+scale_in: {inflate: 0}          # optional: replicas to set once settled (as --scale-in)
+expect:                         # judged once the cluster has settled after scale-out
+  - pending: 0                                   # at most this many Pending pods
+  - pods: app=trainer                            # pods by label selector ...
+    only_on: {karpenter.sh/capacity-type: spot}       # ... only on nodes with these labels
+  - pods: {requests: nvidia.com/gpu}             # pods requesting a resource ...
+    only_on: {karpenter.k8s.aws/instance-gpu-manufacturer: nvidia}
+    alone: true                                  # ... and no other pod on their nodes
+  - spot_share: {nodepool: spot, min: 0.8}       # share of the pool's nodes on spot
+  - instance_categories: {in: [c, m, r]}         # every node's category (nodepool: optional)
+  - instance_families: {in: [c6i, m6i]}
+  - cost_per_hour: {max: 2.5}                    # USD, catalogue prices (nodepool: optional)
+  - nodes: {nodepool: gpu, min: 1, max: 2}
+after_scale_in:                 # judged once consolidation has settled after scale_in
+  - nodes: {max: 1}
+```
+
+Each expectation passes or fails with what was seen. A malformed file is an ExpectError
+naming the file and the item, raised before any cluster starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from checks.observe import PodView, Snapshot, cost_per_hour, pool_summary
+
+KINDS = ("pending", "pods", "spot_share", "instance_categories", "instance_families",
+         "cost_per_hour", "nodes")
+
+
+class ExpectError(ValueError):
+    """expect.yaml cannot be read; the message names the file and the item."""
+
+
+@dataclass
+class Result:
+    expectation: str
+    ok: bool
+    seen: str
+
+    def to_dict(self) -> dict:
+        return {"expectation": self.expectation, "ok": self.ok, "seen": self.seen}
+
+
+@dataclass
+class Expectation:
+    kind: str
+    spec: dict
+    text: str  # how the expectation reads in a report
+
+    def evaluate(self, snap: Snapshot) -> Result:
+        ok, seen = JUDGES[self.kind](self.spec, snap)
+        return Result(self.text, ok, seen)
+
+
+@dataclass
+class ExpectFile:
+    path: Path | None = None
+    scale: dict[str, int] = field(default_factory=dict)
+    scale_in: dict[str, int] = field(default_factory=dict)
+    expect: list[Expectation] = field(default_factory=list)
+    after_scale_in: list[Expectation] = field(default_factory=list)
+
+
+def load(path: Path | None) -> ExpectFile:
+    if path is None:
+        return ExpectFile()
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise ExpectError(f"{path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ExpectError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ExpectError(f"{path}: expected a mapping with 'expect:' (and optionally 'scale:', "
+                          "'scale_in:', 'after_scale_in:')")
+    unknown = set(data) - {"scale", "scale_in", "expect", "after_scale_in"}
+    if unknown:
+        raise ExpectError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}")
+    out = ExpectFile(path, _replicas(path, "scale", data.get("scale")),
+                     _replicas(path, "scale_in", data.get("scale_in")))
+    out.expect = [parse_item(path, "expect", i, item) for i, item in
+                  enumerate(_list(path, "expect", data.get("expect")))]
+    out.after_scale_in = [parse_item(path, "after_scale_in", i, item) for i, item in
+                          enumerate(_list(path, "after_scale_in", data.get("after_scale_in")))]
+    if out.after_scale_in and not out.scale_in:
+        raise ExpectError(f"{path}: after_scale_in needs scale_in (what to scale in)")
+    return out
+
+
+def _list(path: Path, key: str, value) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ExpectError(f"{path}: {key}: expected a list of expectations")
+    return value
+
+
+def _replicas(path: Path, key: str, value) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, int) and v >= 0
+                                              for v in value.values()):
+        raise ExpectError(f"{path}: {key}: expected workload: replicas, e.g. {{inflate: 10}}")
+    return {str(k): v for k, v in value.items()}
+
+
+def parse_item(path: Path, section: str, index: int, item) -> Expectation:
+    where = f"{path}: {section}[{index}]"
+    if not isinstance(item, dict):
+        raise ExpectError(f"{where}: expected a mapping, e.g. {{pending: 0}}")
+    kinds = [k for k in item if k in KINDS]
+    if len(kinds) != 1:
+        raise ExpectError(f"{where}: expected exactly one of {', '.join(KINDS)}; got "
+                          f"{', '.join(map(str, item)) or 'nothing'}")
+    kind = kinds[0]
+    try:
+        spec, text = PARSERS[kind](item)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ExpectError(f"{where}: {kind}: {exc}") from None
+    return Expectation(kind, spec, text)
+
+
+# ---- parsing, one function per kind: (spec, how it reads) --------------------------------------
+def _bounds(value, default_key: str) -> dict:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {default_key: value}
+    if not isinstance(value, dict) or not {"min", "max"} & set(value):
+        raise ValueError(f"expected a number or {{min: ..., max: ...}}, got {value!r}")
+    for k in ("min", "max"):
+        if k in value and not isinstance(value[k], (int, float)):
+            raise ValueError(f"{k} must be a number, got {value[k]!r}")
+    return dict(value)
+
+
+def _pool_text(spec: dict) -> str:
+    return f" of NodePool {spec['nodepool']}" if spec.get("nodepool") else ""
+
+
+def _range_text(spec: dict) -> str:
+    parts = [f">= {spec['min']}" if "min" in spec else "", f"<= {spec['max']}" if "max" in spec
+             else ""]
+    return " and ".join(p for p in parts if p)
+
+
+def _parse_pending(item: dict):
+    spec = _bounds(item["pending"], "max")
+    return spec, f"Pending pods {_range_text(spec)}"
+
+
+def _parse_pods(item: dict):
+    sel = item["pods"]
+    if isinstance(sel, str):
+        spec = {"selector": _selector(sel)}
+        who = f"pods of {sel}"
+    elif isinstance(sel, dict) and set(sel) == {"requests"}:
+        spec = {"requests": str(sel["requests"])}
+        who = f"pods requesting {sel['requests']}"
+    else:
+        raise ValueError("expected a label selector (app=web) or {requests: RESOURCE}")
+    on = item.get("only_on")  # not `on`: YAML 1.1 reads that key as true
+    if not isinstance(on, dict) or not on:
+        raise ValueError("expected only_on: {node-label: value or [values]}")
+    spec["on"] = {k: [str(x) for x in (v if isinstance(v, list) else [v])] for k, v in on.items()}
+    spec["alone"] = bool(item.get("alone", False))
+    text = f"{who} only on nodes with " + ", ".join(
+        f"{k}={'|'.join(v)}" for k, v in spec["on"].items())
+    return spec, text + (", and no other pod on those nodes" if spec["alone"] else "")
+
+
+def _parse_spot_share(item: dict):
+    spec = _bounds(item["spot_share"], "min")
+    return spec, f"spot share of nodes{_pool_text(spec)} {_range_text(spec)}"
+
+
+def _parse_allowed(key: str, label: str):
+    def parse(item: dict):
+        value = item[key]
+        spec = {"in": value} if isinstance(value, list) else dict(value)
+        if not isinstance(spec.get("in"), list) or not spec["in"]:
+            raise ValueError("expected a list, or {in: [...], nodepool: ...}")
+        spec["in"] = [str(v) for v in spec["in"]]
+        return spec, f"no instance {label} outside [{', '.join(spec['in'])}]{_pool_text(spec)}"
+    return parse
+
+
+def _parse_cost(item: dict):
+    spec = _bounds(item["cost_per_hour"], "max")
+    return spec, f"cost per hour{_pool_text(spec)} {_range_text(spec).replace('= ', '= $')}"
+
+
+def _parse_nodes(item: dict):
+    spec = _bounds(item["nodes"], "max")
+    return spec, f"nodes{_pool_text(spec)} {_range_text(spec)}"
+
+
+PARSERS = {"pending": _parse_pending, "pods": _parse_pods, "spot_share": _parse_spot_share,
+           "instance_categories": _parse_allowed("instance_categories", "category"),
+           "instance_families": _parse_allowed("instance_families", "family"),
+           "cost_per_hour": _parse_cost, "nodes": _parse_nodes}
+
+
+def _selector(text: str) -> list[tuple[str, str, str | None]]:
+    """'app=web,tier!=db,gpu' -> [(key, op, value)] with op '=', '!=' or 'exists'."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "!=" in part:
+            k, v = part.split("!=", 1)
+            out.append((k.strip(), "!=", v.strip()))
+        elif "=" in part:
+            k, v = part.split("=", 1)
+            out.append((k.strip(), "=", v.strip().lstrip("=")))
+        else:
+            out.append((part, "exists", None))
+    if not out:
+        raise ValueError("empty label selector")
+    return out
+
+
+def _matches(pod: PodView, spec: dict) -> bool:
+    if "requests" in spec:
+        return spec["requests"] in pod.requests
+    for key, op, value in spec["selector"]:
+        have = pod.labels.get(key)
+        if (op == "=" and have != value) or (op == "!=" and have == value) or \
+                (op == "exists" and have is None):
+            return False
+    return True
+
+
+# ---- judging, one function per kind: (ok, what was seen) ---------------------------------------
+def _within(value: float | None, spec: dict) -> bool:
+    return value is not None and spec.get("min", value) <= value <= spec.get("max", value)
+
+
+def _judge_pending(spec: dict, snap: Snapshot):
+    pending = [p for p in snap.pods if p.phase == "Pending"]
+    by = {}
+    for p in pending:
+        by.setdefault(p.workload, 0)
+        by[p.workload] += 1
+    seen = f"{len(pending)} Pending" + (": " + "; ".join(
+        f"{w} ×{n} ({snap.diagnoses.get(w) or 'no diagnosis'})" for w, n in by.items())
+        if pending else "")
+    return _within(len(pending), spec), seen
+
+
+def _judge_pods(spec: dict, snap: Snapshot):
+    pods = [p for p in snap.pods if _matches(p, spec)]
+    if not pods:
+        return False, "no pod matches"
+    placed = [(p, snap.node(p.node)) for p in pods if p.node]
+    if not placed:
+        return False, f"none of {len(pods)} matching pods is on a node (all Pending)"
+    wrong = [f"{p.name} on {n.name if n else p.node} ({_node_words(n, spec['on'])})"
+             for p, n in placed
+             if n is None or any(n.labels.get(k) not in v for k, v in spec["on"].items())]
+    nodes = {n.name for _, n in placed if n}
+    others = [f"{p.name} ({p.workload}) on {p.node}" for p in snap.pods
+              if spec["alone"] and p.node in nodes and not _matches(p, spec)
+              and not p.workload.startswith("DaemonSet/")]
+    seen = (f"{len(placed)} of {len(pods)} matching pods on {len(nodes)} nodes"
+            + (f"; on other nodes: {', '.join(wrong[:5])}" if wrong else "")
+            + (f"; other pods there: {', '.join(others[:5])}" if others else ""))
+    return not wrong and not others, seen
+
+
+def _node_words(node, on: dict) -> str:
+    if node is None:
+        return "not a Karpenter node"
+    return ", ".join(f"{k}={node.labels.get(k, '<unset>')}" for k in on)
+
+
+def _nodes_of(spec: dict, snap: Snapshot):
+    pool = spec.get("nodepool")
+    return [n for n in snap.nodes if not pool or n.nodepool == pool]
+
+
+def _judge_spot_share(spec: dict, snap: Snapshot):
+    nodes = _nodes_of(spec, snap)
+    if not nodes:
+        return False, "no nodes" + _pool_text(spec)
+    spot = sum(n.capacity_type == "spot" for n in nodes)
+    share = spot / len(nodes)
+    return _within(round(share, 3), spec), f"{share:.2f}: {spot} of {len(nodes)} nodes on spot"
+
+
+def _judge_allowed(attr: str):
+    def judge(spec: dict, snap: Snapshot):
+        nodes = _nodes_of(spec, snap)
+        outside = sorted({f"{n.instance_type} ({getattr(n, attr)})" for n in nodes
+                          if getattr(n, attr) not in spec["in"]})
+        types = ", ".join(sorted({n.instance_type for n in nodes})) or "none"
+        seen = f"outside: {', '.join(outside)}" if outside else f"{len(nodes)} nodes, types {types}"
+        return not outside, seen
+    return judge
+
+
+def _judge_cost(spec: dict, snap: Snapshot):
+    pool = spec.get("nodepool")
+    cost = pool_summary(snap, pool)["cost_per_hour"] if pool else cost_per_hour(snap)
+    if cost is None:
+        return False, "unknown: a node has no price label"
+    return _within(cost, spec), f"${cost:.4f}/h over {len(_nodes_of(spec, snap))} nodes"
+
+
+def _judge_nodes(spec: dict, snap: Snapshot):
+    nodes = _nodes_of(spec, snap)
+    return _within(len(nodes), spec), f"{len(nodes)} nodes" + (
+        f": {', '.join(sorted(n.instance_type for n in nodes))}" if nodes else "")
+
+
+JUDGES = {"pending": _judge_pending, "pods": _judge_pods, "spot_share": _judge_spot_share,
+          "instance_categories": _judge_allowed("category"),
+          "instance_families": _judge_allowed("family"),
+          "cost_per_hour": _judge_cost, "nodes": _judge_nodes}

@@ -1,0 +1,254 @@
+"""A folder of a platform team's manifests: load, check what can be checked offline, and map
+them onto the mode's cloud (EC2NodeClass -> KWOKNodeClass in local mode).
+
+Everything here runs before any cluster starts, so bad input costs no time: each error
+names the file and the document's index in it (0-based, as ``kubectl`` counts ``---``).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+NODEPOOL = ("karpenter.sh", "NodePool")
+NODECLASSES = {("karpenter.k8s.aws", "EC2NodeClass"), ("karpenter.kwok.sh", "KWOKNodeClass")}
+# What `check` reports on: the pods of these are the workload.
+WORKLOADS = {"Deployment", "StatefulSet", "Job", "Pod", "DaemonSet"}
+# Applied as they are and not reported on: what workloads commonly come with.
+SUPPORTING = {"Namespace", "ConfigMap", "Secret", "Service", "ServiceAccount",
+              "PodDisruptionBudget", "PriorityClass", "ResourceQuota", "LimitRange"}
+# Karpenter's pre-v1 kinds: named, so the error can say what replaced them.
+RETIRED = {"Provisioner": "NodePool (karpenter.sh/v1)",
+           "AWSNodeTemplate": "EC2NodeClass (karpenter.k8s.aws/v1)",
+           "Machine": "NodeClaim (karpenter.sh/v1), which Karpenter creates itself"}
+# Namespaces a fresh cluster already has.
+BUILTIN_NAMESPACES = {"default"}
+CLUSTER_NAME_VARS = re.compile(r"\$\{CLUSTER_NAME\}|\$CLUSTER_NAME\b")
+# Applied first to last: what others refer to goes first.
+APPLY_ORDER = ["Namespace", "PriorityClass", "EC2NodeClass", "KWOKNodeClass", "NodePool"]
+
+
+class ManifestError(ValueError):
+    """One or more manifests cannot be checked; the message names each file and document."""
+
+
+@dataclass
+class Manifest:
+    file: Path
+    index: int  # the document's position in its file, from 0
+    body: dict
+
+    @property
+    def kind(self) -> str:
+        return self.body.get("kind", "")
+
+    @property
+    def group(self) -> str:
+        api = self.body.get("apiVersion", "")
+        return api.rpartition("/")[0] if "/" in api else ""
+
+    @property
+    def name(self) -> str:
+        return (self.body.get("metadata") or {}).get("name", "")
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace of a namespaced kind ('default' when unset); None if cluster-scoped."""
+        if self.kind in ("Namespace", "PriorityClass", "NodePool") or \
+                (self.group, self.kind) in NODECLASSES:
+            return None
+        return (self.body.get("metadata") or {}).get("namespace") or "default"
+
+    @property
+    def where(self) -> str:
+        return f"{self.file} (document {self.index})"
+
+    @property
+    def ref(self) -> str:
+        ns = self.namespace
+        return f"{self.kind}/{ns + '/' if ns else ''}{self.name}"
+
+
+@dataclass
+class Bundle:
+    """The folder's manifests, valid as far as can be told without an API server."""
+
+    folder: Path
+    manifests: list[Manifest] = field(default_factory=list)
+
+    def of_kind(self, *kinds: str) -> list[Manifest]:
+        return [m for m in self.manifests if m.kind in kinds]
+
+    @property
+    def nodepools(self) -> list[Manifest]:
+        return self.of_kind("NodePool")
+
+    @property
+    def workloads(self) -> list[Manifest]:
+        return [m for m in self.manifests if m.kind in WORKLOADS]
+
+    @property
+    def namespaces(self) -> set[str]:
+        return {m.namespace for m in self.manifests if m.namespace} | \
+            {m.name for m in self.of_kind("Namespace")}
+
+    def ordered(self) -> list[Manifest]:
+        rank = {k: i for i, k in enumerate(APPLY_ORDER)}
+        return sorted(self.manifests, key=lambda m: rank.get(m.kind, len(APPLY_ORDER)))
+
+    def workload(self, ref: str) -> Manifest:
+        """The workload called ``ref`` ('name' or 'namespace/name')."""
+        ns, _, name = ref.rpartition("/")
+        found = [w for w in self.workloads if w.name == name and (not ns or w.namespace == ns)]
+        if len(found) != 1:
+            known = ", ".join(sorted(f"{w.namespace}/{w.name}" for w in self.workloads))
+            why = "no workload" if not found else "more than one workload"
+            raise ManifestError(f"{why} called {ref!r} in {self.folder} (workloads: {known}); "
+                                "use namespace/name")
+        return found[0]
+
+
+def load(folder: Path, cluster_name: str = "") -> Bundle:
+    """Every ``*.yaml``/``*.yml`` under ``folder`` (not expect.yaml), checked; raises
+    ManifestError listing every problem found."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ManifestError(f"{folder}: no such folder")
+    files = sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml")
+                   and p.is_file() and p.name not in ("expect.yaml", "expect.yml"))
+    if not files:
+        raise ManifestError(f"{folder}: no *.yaml manifests in it")
+    bundle, errors = Bundle(folder), []
+    for path in files:
+        text = CLUSTER_NAME_VARS.sub(cluster_name, path.read_text()) if cluster_name \
+            else path.read_text()
+        try:
+            docs = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            errors.append(f"{path}:{at}: invalid YAML: {problem}")
+            continue
+        for i, doc in enumerate(docs):
+            if doc is None:
+                continue  # an empty document (a trailing ---)
+            m = Manifest(path, i, doc)
+            problem = _shape_problem(m)
+            if problem:
+                errors.append(f"{m.where}: {problem}")
+            else:
+                bundle.manifests.append(m)
+    if not errors:
+        errors += _reference_problems(bundle)
+    if errors:
+        raise ManifestError("\n".join(errors))
+    return bundle
+
+
+def _shape_problem(m: Manifest) -> str | None:
+    if not isinstance(m.body, dict):
+        return f"expected a Kubernetes object (a mapping), got {type(m.body).__name__}"
+    for key in ("apiVersion", "kind"):
+        if not m.body.get(key):
+            return f"no {key}"
+    if not m.name:
+        return f"{m.kind} has no metadata.name"
+    if m.kind in RETIRED:
+        return (f"{m.kind} ({m.body['apiVersion']}) is from before Karpenter v1; it was "
+                f"replaced by {RETIRED[m.kind]} (see examples/provisioner-era)")
+    known = WORKLOADS | SUPPORTING | {"NodePool"} | {k for _, k in NODECLASSES}
+    if m.kind not in known:
+        return (f"unknown kind {m.kind!r} ({m.body['apiVersion']}); check knows NodePool, "
+                f"EC2NodeClass, KWOKNodeClass, {', '.join(sorted(WORKLOADS))} and "
+                f"{', '.join(sorted(SUPPORTING))}")
+    return None
+
+
+def _reference_problems(bundle: Bundle) -> list[str]:
+    errors = []
+    if not bundle.nodepools:
+        errors.append(f"{bundle.folder}: no NodePool in any file: nothing for Karpenter to "
+                      "launch from")
+    if not bundle.workloads:
+        errors.append(f"{bundle.folder}: no workload (Deployment, StatefulSet, Job, Pod or "
+                      "DaemonSet): nothing to schedule")
+    classes = {m.name for m in bundle.manifests if (m.group, m.kind) in NODECLASSES}
+    for pool in bundle.nodepools:
+        ref = ((pool.body.get("spec") or {}).get("template") or {}).get("spec", {}) \
+            .get("nodeClassRef")
+        if not ref or not ref.get("name"):
+            errors.append(f"{pool.where}: NodePool {pool.name} has no "
+                          "spec.template.spec.nodeClassRef")
+        elif ref["name"] not in classes:
+            errors.append(f"{pool.where}: NodePool {pool.name} refers to "
+                          f"{ref.get('kind', 'NodeClass')} {ref['name']!r}, which no file in "
+                          f"{bundle.folder} defines"
+                          + (f" (defined: {', '.join(sorted(classes))})" if classes else ""))
+    created = {m.name for m in bundle.of_kind("Namespace")} | BUILTIN_NAMESPACES
+    for m in bundle.manifests:
+        if m.namespace and m.namespace not in created:
+            errors.append(f"{m.where}: {m.kind} {m.name} is in namespace {m.namespace!r}, "
+                          f"which no file in {bundle.folder} creates (add a Namespace)")
+    dupes = [ref for ref, n in Counter(m.ref for m in bundle.manifests).items() if n > 1]
+    errors += [f"{bundle.folder}: {ref} is defined more than once" for ref in dupes]
+    return errors
+
+
+# ---- onto a mode --------------------------------------------------------------------------------
+def for_mode(bundle: Bundle, nodeclass: tuple[str, str, str]) -> list[Manifest]:
+    """The manifests as they are applied in a mode whose NodeClass is ``(group, version,
+    kind)``: NodeClasses of another provider become that kind (name and labels kept: the KWOK
+    provider has no settings) and NodePools refer to it. The originals are untouched."""
+    group, version, kind = nodeclass
+    out = []
+    for m in bundle.ordered():
+        body = copy.deepcopy(m.body)
+        if (m.group, m.kind) in NODECLASSES and m.kind != kind:
+            meta = body.get("metadata") or {}
+            body = {"apiVersion": f"{group}/{version}", "kind": kind,
+                    "metadata": {"name": meta["name"], "labels": dict(meta.get("labels") or {})}}
+        elif m.kind == "NodePool":
+            ref = body["spec"]["template"]["spec"]["nodeClassRef"]
+            ref.update(group=group, kind=kind)
+        out.append(Manifest(m.file, m.index, body))
+    return out
+
+
+def scaled(manifests: list[Manifest], bundle: Bundle, replicas: dict[str, int]) -> list[Manifest]:
+    """The manifests with the workloads' replicas set (``--scale name=N``); a Job's
+    parallelism and completions. Unknown names and unscalable kinds are errors."""
+    wanted = {}
+    for ref, n in replicas.items():
+        w = bundle.workload(ref)
+        if w.kind not in ("Deployment", "StatefulSet", "Job"):
+            raise ManifestError(f"--scale {ref}={n}: a {w.kind} has no replicas to set")
+        wanted[(w.file, w.index)] = n
+    out = []
+    for m in manifests:
+        n = wanted.get((m.file, m.index))
+        if n is not None:
+            m = Manifest(m.file, m.index, copy.deepcopy(m.body))
+            spec = m.body.setdefault("spec", {})
+            if m.kind == "Job":
+                spec["parallelism"] = spec["completions"] = n
+            else:
+                spec["replicas"] = n
+        out.append(m)
+    return out
+
+
+def parse_scale(spec: str) -> dict[str, int]:
+    """'inflate=10,team/web=3' -> {'inflate': 10, 'team/web': 3}."""
+    out = {}
+    for item in filter(None, (s.strip() for s in (spec or "").split(","))):
+        name, _, n = item.partition("=")
+        if not name or not n.isdigit():
+            raise ManifestError(f"--scale {item!r}: expected NAME=REPLICAS, e.g. inflate=10")
+        out[name] = int(n)
+    return out

@@ -1,0 +1,270 @@
+"""What Karpenter did with the manifests, read from the cluster's own state: every pod and its
+node, every node Karpenter launched (pool, type, capacity type, zone, price), every NodePool's
+limits and what it counts against them, and for Pending pods the diagnosis in the troubleshooting
+checklist's words.
+
+The snapshot is plain data (``to_dict``/``from_dict``), so expectations and reports are pure
+functions of it and are unit-tested from recorded snapshots.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from checks.manifests import Bundle
+from fixtures import diagnosis
+from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, PRICE
+from fixtures.kube import NODECLAIM, NODEPOOL, Kind, Kube
+
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+ZONE = "topology.kubernetes.io/zone"
+CATEGORY = "karpenter.k8s.aws/instance-category"
+FAMILY = "karpenter.k8s.aws/instance-family"
+
+
+@dataclass
+class PodView:
+    namespace: str
+    name: str
+    workload: str  # 'Kind/namespace/name' of the manifest it comes from
+    phase: str  # Pending, Running, Succeeded, Failed; 'Terminating' once deleting
+    node: str = ""
+    requests: dict[str, str] = field(default_factory=dict)  # summed over containers
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class NodeView:
+    name: str
+    nodepool: str
+    instance_type: str
+    capacity_type: str
+    zone: str
+    price: float | None  # USD/hour, from the provider's price label
+    labels: dict[str, str] = field(default_factory=dict)
+    created: float | None = None
+
+    @property
+    def category(self) -> str:
+        return self.labels.get(CATEGORY) or _category(self.instance_type)
+
+    @property
+    def family(self) -> str:
+        return self.labels.get(FAMILY) or self.instance_type.split(".")[0]
+
+
+@dataclass
+class PoolView:
+    name: str
+    limits: dict[str, str] = field(default_factory=dict)
+    resources: dict[str, str] = field(default_factory=dict)  # what Karpenter counts (status)
+    consolidation: str = ""  # policy and consolidateAfter, e.g. 'WhenEmpty after 30s'
+
+
+@dataclass
+class Snapshot:
+    at: float
+    pods: list[PodView] = field(default_factory=list)
+    nodes: list[NodeView] = field(default_factory=list)
+    pools: list[PoolView] = field(default_factory=list)
+    claims_launching: int = 0  # NodeClaims not yet Initialized
+    claims_deleting: int = 0
+    diagnoses: dict[str, str] = field(default_factory=dict)  # workload -> verdict
+
+    def node(self, name: str) -> NodeView | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def workloads(self) -> list[str]:
+        return sorted({p.workload for p in self.pods})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Snapshot:
+        return cls(d["at"], [PodView(**p) for p in d["pods"]],
+                   [NodeView(**n) for n in d["nodes"]], [PoolView(**p) for p in d["pools"]],
+                   d.get("claims_launching", 0), d.get("claims_deleting", 0),
+                   d.get("diagnoses") or {})
+
+
+def _category(instance_type: str) -> str:
+    """'c6i.large' -> 'c' (what the AWS provider's instance-category label says)."""
+    m = re.match(r"[a-z]+", instance_type)
+    return m[0] if m else ""
+
+
+def pod_workload(pod) -> str:
+    """'Kind/namespace/name' of what made the pod: a Deployment through its ReplicaSet (whose
+    name is the Deployment's plus the pod-template-hash), else the direct owner, else itself."""
+    ns, owners = pod.metadata.namespace, pod.metadata.owner_references or []
+    owner = next((o for o in owners if o.controller), owners[0] if owners else None)
+    if owner is None:
+        return f"Pod/{ns}/{pod.metadata.name}"
+    if owner.kind == "ReplicaSet":
+        h = (pod.metadata.labels or {}).get("pod-template-hash", "")
+        if h and owner.name.endswith(f"-{h}"):
+            return f"Deployment/{ns}/{owner.name.removesuffix(f'-{h}')}"
+    return f"{owner.kind}/{ns}/{owner.name}"
+
+
+def _requests(pod) -> dict[str, str]:
+    out: Counter = Counter()
+    for c in pod.spec.containers or []:
+        for k, v in ((c.resources and c.resources.requests) or {}).items():
+            out[k] += _quantity(v)
+    return {k: f"{v:g}" for k, v in out.items()}
+
+
+def _quantity(q: str) -> float:
+    from kubernetes.utils import parse_quantity
+    return float(parse_quantity(q))
+
+
+def _phase(pod) -> str:
+    return "Terminating" if pod.metadata.deletion_timestamp else (pod.status.phase or "Unknown")
+
+
+def _consolidation(pool: dict) -> str:
+    d = (pool.get("spec") or {}).get("disruption") or {}
+    policy = d.get("consolidationPolicy", "WhenEmptyOrUnderutilized")
+    return f"{policy} after {d.get('consolidateAfter', '0s')}"
+
+
+def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
+         karpenter_running: Callable[[], bool] = lambda: True,
+         karpenter_log: Callable[[], str] = lambda: "") -> Snapshot:
+    """The cluster as it is now, limited to the folder's namespaces and Karpenter's nodes."""
+    snap = Snapshot(time.time())
+    for ns in sorted(bundle.namespaces):
+        for pod in kube.pods(ns):
+            snap.pods.append(PodView(ns, pod.metadata.name, pod_workload(pod), _phase(pod),
+                                     pod.spec.node_name or "", _requests(pod),
+                                     dict(pod.metadata.labels or {})))
+    for node in kube.nodes(NODEPOOL_LABEL):
+        labels = dict(node.metadata.labels or {})
+        price = labels.get(PRICE)
+        snap.nodes.append(NodeView(node.metadata.name, labels.get(NODEPOOL_LABEL, ""),
+                                   labels.get(INSTANCE_TYPE, "?"), labels.get(CAPACITY_TYPE, "?"),
+                                   labels.get(ZONE, "?"), float(price) if price else None,
+                                   labels, node.metadata.creation_timestamp.timestamp()))
+    for pool in kube.list(NODEPOOL):
+        snap.pools.append(PoolView(pool["metadata"]["name"],
+                                   dict((pool.get("spec") or {}).get("limits") or {}),
+                                   dict((pool.get("status") or {}).get("resources") or {}),
+                                   _consolidation(pool)))
+    for claim in kube.list(NODECLAIM):
+        conds = {c["type"]: c["status"]
+                 for c in (claim.get("status") or {}).get("conditions") or []}
+        if claim["metadata"].get("deletionTimestamp"):
+            snap.claims_deleting += 1
+        elif conds.get("Initialized") != "True":
+            snap.claims_launching += 1
+    snap.diagnoses = diagnose_pending(kube, snap, nodeclass, karpenter_running, karpenter_log)
+    return snap
+
+
+def diagnose_pending(kube: Kube, snap: Snapshot, nodeclass: Kind | None,
+                     karpenter_running: Callable[[], bool],
+                     karpenter_log: Callable[[], str]) -> dict[str, str]:
+    """Per workload with Pending pods, the verdict of fixtures.diagnosis from Karpenter's
+    events on those pods, the NodeClasses that are not ready, and the lines of Karpenter's
+    log that name those pods."""
+    pending: dict[str, list[PodView]] = {}
+    for p in snap.pods:
+        if p.phase == "Pending":
+            pending.setdefault(p.workload, []).append(p)
+    if not pending:
+        return {}
+    from checks.apply import APPLIED_LABEL
+    running, log_text = karpenter_running(), karpenter_log()
+    classes = diagnosis.nodeclass_messages(kube, nodeclass, "", selector=APPLIED_LABEL) \
+        if nodeclass is not None else []
+    out = {}
+    for workload, pods in pending.items():
+        messages = []
+        for p in pods[:5]:  # the same verdict for every replica: a few pods are enough
+            messages += diagnosis.pod_event_messages(kube, p.namespace, p.name)
+        names = {p.name for p in pods}
+        lines = "\n".join(line for line in log_text.splitlines()
+                          if any(f'"{n}"' in line for n in names))
+        asks = _asks(kube.core.read_namespaced_pod(pods[0].name, pods[0].namespace,
+                                                   _request_timeout=kube.timeout))
+        out[workload] = diagnosis.verdict(diagnosis.Evidence(
+            running, "", [_closest_clause(m, asks) for m in messages] + classes, lines))
+    return out
+
+
+# How close a pool came to taking the pod, by what Karpenter said about it. A limit ranks
+# below "no instance type": Karpenter also says "all available instance types exceed limits"
+# for a pool whose types the pod's requirements filtered out entirely (seen: the api pool for
+# the A10G pods of examples/ml-platform with g5 excluded from the GPU pool).
+DEPTH = {"no instance type fits": 3, "NodePool limit reached": 2,
+         "no NodePool matches the pod": 1, "untolerated taint": 0}
+
+
+def _asks(pod) -> set[str]:
+    """What a pod asks of a node by name: its nodeSelector keys and requested resources."""
+    keys = set((pod.spec.node_selector or {}).keys())
+    for c in pod.spec.containers or []:
+        keys |= set(((c.resources and c.resources.requests) or {}).keys())
+    return keys
+
+
+def _closest_clause(message: str, asks: set[str]) -> str:
+    """Karpenter joins one clause per NodePool with '; '. With several pools the clause that
+    explains the pod is the one about the pool it was meant for: a taint whose key the pod
+    asks for (a GPU taint on a pod requesting nvidia.com/gpu, a `workload` taint on a pod
+    selecting `workload`), else the pool it got furthest with. Other clauses are dropped."""
+    head, sep, rest = message.partition("Failed to schedule pod, ")
+    if not sep or "; " not in rest:
+        return message
+    ranked = []
+    for clause in rest.split("; "):
+        name = next((n for n, pattern in diagnosis.RULES if pattern.search(clause)), None)
+        if name is None:
+            continue
+        taint = re.search(r"taint=([^=:)\s]+)", clause)
+        depth = 4 if name == "untolerated taint" and taint and taint[1] in asks \
+            else DEPTH.get(name, -1)
+        ranked.append((depth, clause))
+    if not ranked:
+        return message
+    return head + sep + max(ranked, key=lambda r: r[0])[1]
+
+
+# ---- reductions the report and the expectations share ---------------------------------------
+def pool_summary(snap: Snapshot, pool: str) -> dict:
+    nodes = [n for n in snap.nodes if n.nodepool == pool]
+    prices = [n.price for n in nodes]
+    return {
+        "nodes": len(nodes),
+        "instance_types": dict(Counter(n.instance_type for n in nodes).most_common()),
+        "capacity_types": dict(Counter(n.capacity_type for n in nodes).most_common()),
+        "zones": dict(sorted(Counter(n.zone for n in nodes).items())),
+        "cost_per_hour": round(sum(prices), 4) if None not in prices else None,
+        "spot_share": round(sum(n.capacity_type == "spot" for n in nodes) / len(nodes), 3)
+        if nodes else None,
+    }
+
+
+def workload_summary(snap: Snapshot, workload: str) -> dict:
+    pods = [p for p in snap.pods if p.workload == workload]
+    phases = Counter(p.phase for p in pods)
+    nodes = [snap.node(p.node) for p in pods if p.node]
+    return {
+        "pods": len(pods), **{k.lower(): v for k, v in sorted(phases.items())},
+        "nodepools": sorted({n.nodepool for n in nodes if n}),
+        "capacity_types": dict(Counter(n.capacity_type for n in nodes if n).most_common()),
+        "instance_types": dict(Counter(n.instance_type for n in nodes if n).most_common()),
+        "diagnosis": snap.diagnoses.get(workload, ""),
+    }
+
+
+def cost_per_hour(snap: Snapshot) -> float | None:
+    prices = [n.price for n in snap.nodes]
+    return None if None in prices else round(sum(prices), 4)

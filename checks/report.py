@@ -1,0 +1,143 @@
+"""The check's outcome three ways: a terminal table, Markdown and JSON in the run's report
+directory, and Allure results (one per expectation, plus the report with the timeline
+picture) that `make report RESULTS=...` turns into HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from checks.observe import Snapshot, pool_summary, workload_summary
+
+
+def summarise(snap: Snapshot) -> dict:
+    """Per workload and per NodePool, from one snapshot."""
+    pools = []
+    for p in snap.pools:
+        pools.append({"name": p.name, **pool_summary(snap, p.name), "limits": p.limits,
+                      "counted": {k: p.resources.get(k, "0") for k in p.limits},
+                      "consolidation": p.consolidation})
+    costs = [p["cost_per_hour"] for p in pools]
+    return {"workloads": [{"workload": w, **workload_summary(snap, w)} for w in snap.workloads()],
+            "nodepools": pools,
+            "cost_per_hour": None if None in costs else round(sum(costs), 4)}
+
+
+def _counts(d: dict) -> str:
+    return ", ".join(f"{k}×{v}" for k, v in d.items()) or "–"
+
+
+def _money(v) -> str:
+    return "n/a" if v is None else f"${v:.4f}"
+
+
+def tables(result: dict) -> str:
+    """Markdown tables (read as they are in a terminal too)."""
+    out = [f"# check {result['folder']}", "",
+           f"{result['mode']} cluster `{result['cluster']}`, Karpenter "
+           f"{result['karpenter_version']}; scale {result.get('scale') or 'as written'}; "
+           f"{'settled' if result['settled'] else 'DID NOT SETTLE: ' + result['settle_error']}"
+           f" after {result['timings'].get('settle_s', 0):.1f}s", ""]
+    out += _phase_tables(result["scale_out"], "After scale-out")
+    if result.get("scale_in_result"):
+        out += _phase_tables(result["scale_in_result"], f"After scale-in {result['scale_in']}")
+        out += _consolidation(result["consolidation"])
+    out += ["## Expectations", ""]
+    if result["expectations"]:
+        out += ["| | expectation | seen |", "|---|---|---|"]
+        out += [f"| {'PASS' if e['ok'] else 'FAIL'} | {e['expectation']}"
+                + (f" ({e['phase']})" if e["phase"] != "scale-out" else "")
+                + f" | {_cell(e['seen'])} |" for e in result["expectations"]]
+    else:
+        out.append("(no expect.yaml: nothing to pass or fail)")
+    t = result["timings"]
+    out += ["", "Wall time: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.1f}s"
+                                          for k, v in t.items()),
+            "", f"**{'PASSED' if result['passed'] else 'FAILED'}**", ""]
+    return "\n".join(out)
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _phase_tables(s: dict, title: str) -> list[str]:
+    out = [f"## {title}: workloads", "",
+           "| workload | pods | Running | Pending | NodePools | capacity types | instance types "
+           "| diagnosis of Pending |", "|---|---|---|---|---|---|---|---|"]
+    for w in s["workloads"]:
+        out.append(f"| {w['workload']} | {w['pods']} | {w.get('running', 0)} | "
+                   f"{w.get('pending', 0)} | {', '.join(w['nodepools']) or '–'} | "
+                   f"{_counts(w['capacity_types'])} | {_counts(w['instance_types'])} | "
+                   f"{_cell(w['diagnosis']) or '–'} |")
+    out += ["", f"## {title}: NodePools", "",
+            "| NodePool | nodes | instance types | capacity types | zones | cost/h | limits "
+            "(counted/limit) |", "|---|---|---|---|---|---|---|"]
+    for p in s["nodepools"]:
+        limits = ", ".join(f"{k} {p['counted'][k]}/{v}" for k, v in p["limits"].items()) or "none"
+        out.append(f"| {p['name']} | {p['nodes']} | {_counts(p['instance_types'])} | "
+                   f"{_counts(p['capacity_types'])} | {_counts(p['zones'])} | "
+                   f"{_money(p['cost_per_hour'])} | {limits} |")
+    out += ["", f"Total cost: {_money(s['cost_per_hour'])}/h (the catalogue's prices, "
+                "from each node's price label)", ""]
+    return out
+
+
+def _consolidation(c: dict) -> list[str]:
+    out = ["## What consolidation did", "",
+           f"Nodes {c['nodes_before']} → {c['nodes_after']}, cost "
+           f"{_money(c['cost_before'])}/h → {_money(c['cost_after'])}/h; settled "
+           f"{c['settled_after_s']:.1f}s after the scale-in.", ""]
+    if c["steps"]:
+        out += ["| seconds after scale-in | what |", "|---|---|"]
+        out += [f"| {s['t']:+.1f} | {_cell(s['what'])} |" for s in c["steps"]]
+    else:
+        out.append("Karpenter removed and replaced nothing.")
+    return out + [""]
+
+
+def write(result: dict, directory: Path) -> None:
+    """check.md and check.json (the names ``result['files']`` gives)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "check.md").write_text(tables(result))
+    (directory / "check.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+def write_allure(result: dict, results_dir: Path, timeline_png: Path | None) -> None:
+    """One Allure test result per expectation (passed/failed with what was seen), and one
+    for the check itself carrying the report and the timeline picture."""
+    from allure_commons.logger import AllureFileLogger
+    from allure_commons.model2 import (Attachment, Label, Status, StatusDetails,
+                                       TestResult)
+
+    logger = AllureFileLogger(str(results_dir))
+    start, stop = int(result["started"] * 1000), int(result["finished"] * 1000)
+    suite = f"check {result['folder']}"
+    labels = [Label("epic", "Karpenter e2e"), Label("feature", "check"),
+              Label("story", suite), Label("suite", suite), Label("tag", result["mode"])]
+
+    def attach(body: str | bytes, name: str, mime: str, ext: str) -> Attachment:
+        source = f"{uuid.uuid4()}-attachment.{ext}"
+        logger.report_attached_data(body, source)
+        return Attachment(name=name, source=source, type=mime)
+
+    attachments = [attach(tables(result), "check.md", "text/markdown", "md"),
+                   attach(json.dumps(result, indent=1, default=str), "check.json",
+                          "application/json", "json")]
+    if timeline_png and timeline_png.exists():
+        attachments.append(attach(timeline_png.read_bytes(), "timeline", "image/png", "png"))
+    whole = TestResult(uuid=str(uuid.uuid4()), name=f"{suite}: settled",
+                       fullName=f"{suite}::settled", historyId=f"{suite}::settled",
+                       start=start, stop=stop, labels=labels, attachments=attachments,
+                       status=Status.PASSED if result["settled"] else Status.FAILED,
+                       statusDetails=StatusDetails(message=result["settle_error"] or None))
+    logger.report_result(whole)
+    for e in result["expectations"]:
+        name = f"{e['phase']}: {e['expectation']}"
+        logger.report_result(TestResult(
+            uuid=str(uuid.uuid4()), name=name, fullName=f"{suite}::{name}",
+            historyId=f"{suite}::{name}", start=start, stop=stop, labels=labels,
+            status=Status.PASSED if e["ok"] else Status.FAILED,
+            statusDetails=StatusDetails(message=f"seen: {e['seen']}")))

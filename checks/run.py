@@ -1,0 +1,257 @@
+"""One check, start to end: cluster up, dry-run, apply, settle, observe, scale in, judge,
+report, and the cluster down (or emptied, when kept), whatever happens on the way.
+"""
+
+from __future__ import annotations
+
+import logging
+import importlib
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from checks import apply, expectations, manifests, observe, report, settle
+from checks.expectations import ExpectFile
+from checks.manifests import Bundle, Manifest
+from clusters.awssim import build as awsbuild
+from fixtures.isolation import new_run_id
+from clusters.errors import ClusterError
+from fixtures.kube import NODEPOOL, Kind, Kube
+from fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
+from fixtures.waits import WaitTimeout
+
+log = logging.getLogger("karpenter_e2e.check")
+
+EC2NODECLASS_CRD = "karpenter.k8s.aws_ec2nodeclasses.yaml"
+
+
+@dataclass
+class Plan:
+    """What to check, all of it validated before any cluster starts."""
+
+    bundle: Bundle
+    expect: ExpectFile
+    scale: dict[str, int] = field(default_factory=dict)
+    scale_in: dict[str, int] = field(default_factory=dict)
+
+
+def plan(folder: Path, expect_path: Path | None, scale: str, scale_in: str,
+         cluster_name: str) -> Plan:
+    """Load and check everything offline; ManifestError/ExpectError name the file."""
+    bundle = manifests.load(folder, cluster_name)
+    if expect_path is None and (folder / "expect.yaml").is_file():
+        expect_path = folder / "expect.yaml"
+    exp = expectations.load(expect_path)
+    p = Plan(bundle, exp, {**exp.scale, **manifests.parse_scale(scale)},
+             {**exp.scale_in, **manifests.parse_scale(scale_in)})
+    manifests.scaled(bundle.manifests, bundle, p.scale)  # unknown workloads fail here
+    manifests.scaled(bundle.manifests, bundle, p.scale_in)
+    if exp.after_scale_in and not p.scale_in:
+        raise expectations.ExpectError(f"{expect_path}: after_scale_in needs scale_in")
+    return p
+
+
+class Check:
+    def __init__(self, plan_: Plan, backend, reports_dir: Path, keep_cluster: bool = False):
+        self.plan, self.backend, self.keep = plan_, backend, keep_cluster
+        self.run_id = f"check-{new_run_id()}"
+        self.out_dir = reports_dir / "runs" / self.run_id
+        self.timings: dict[str, float] = {}
+        self.applied: list[Manifest] = []
+        self.kube: Kube | None = None
+        self.started = time.time()
+
+    def _timed(self, name: str, since: float) -> float:
+        self.timings[name] = round(time.time() - since, 1)
+        return time.time()
+
+    # ---- the cluster ------------------------------------------------------------------------
+    def run(self) -> dict:
+        """Everything; the cluster goes down (or is emptied) even on failure and Ctrl-C."""
+        t = time.time()
+        threading.Thread(target=_warm_imports, daemon=True, name="warm imports").start()
+        reused = self.keep and self.backend.status().running
+        info = self.backend.up(reuse=self.keep)
+        t = self._timed("cluster_up_s", t)
+        try:
+            return self._check(info, t)
+        finally:
+            self._finish(reused)
+
+    def _finish(self, reused: bool) -> None:
+        if self.keep and self.applied and self.kube is not None:
+            apply.Applier(self.kube, self.run_id).delete_all(self.applied)
+        if not self.keep:
+            self._keep_karpenter_log()
+            self.backend.down()
+            # Nothing of the check stays behind: its logs are in the run's report directory.
+            shutil.rmtree(self.backend.run_dir, ignore_errors=True)
+        elif not reused:
+            log.warning("cluster %r kept (--keep-cluster)", self.backend.name)
+
+    def _keep_karpenter_log(self) -> None:
+        src = getattr(self.backend, "logs_dir", None)
+        if src and (src / "karpenter.log").exists():
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / "karpenter.log", self.out_dir / "karpenter.log")
+
+    def _log_offset(self, info) -> int:
+        path = info.karpenter_log
+        return path.stat().st_size if path and path.exists() else 0
+
+    def _check(self, info, t: float) -> dict:
+        self.kube = Kube(info.kubeconfig)
+        nodeclass = (info.nodeclass_group, info.nodeclass_version, info.nodeclass_kind)
+        leftovers = [p["metadata"]["name"] for p in self.kube.list(NODEPOOL)]
+        if leftovers:
+            raise ClusterError(f"cluster {info.name!r} already has NodePools "
+                               f"({', '.join(leftovers)}): check needs a cluster of its own; "
+                               "use another --cluster-name")
+        applier = apply.Applier(self.kube, self.run_id)
+        mapped = manifests.for_mode(self.plan.bundle, nodeclass)
+        mapped = manifests.scaled(mapped, self.plan.bundle, self.plan.scale)
+        self.applied = mapped  # from here on, what a kept cluster must be emptied of
+        originals = [m for m in self.plan.bundle.manifests
+                     if m.kind == "EC2NodeClass" and info.nodeclass_kind != "EC2NodeClass"]
+        applier.dry_run(mapped)
+        if originals:  # validated as written against the real EC2NodeClass CRD, then mapped
+            applier.validate_as_written(originals, awsbuild.crd_dir() / EC2NODECLASS_CRD)
+        t = self._timed("dry_run_s", t)
+
+        offset = self._log_offset(info)
+        timeline = Timeline(f"check {self.plan.bundle.folder.name}", str(self.plan.bundle.folder),
+                            "")
+        timeline.record(self.kube, observe.NODEPOOL_LABEL, namespace=lambda: ALL_NAMESPACES)
+        nodeclass_kind = Kind(info.nodeclass_group, info.nodeclass_version,
+                              info.nodeclass_kind.lower() + "es")
+        snapshot = lambda: observe.take(  # noqa: E731
+            self.kube, self.plan.bundle, nodeclass_kind, self.backend.karpenter_running,
+            lambda: _read_from(info.karpenter_log, offset))
+
+        applier.apply(mapped)
+        t = self._timed("apply_s", t)
+        settler = settle.Settler(self.kube, self.plan.bundle)
+        settled, settle_error = True, ""
+        try:
+            settler.scaled_out(self.workloads(mapped))
+        except WaitTimeout as exc:
+            settled, settle_error = False, str(exc).splitlines()[0]
+        t = self._timed("settle_s", t)
+        out_snap = snapshot()
+        results = [dict(r.to_dict(), phase="scale-out")
+                   for r in (e.evaluate(out_snap) for e in self.plan.expect.expect)]
+        t = self._timed("observe_s", t)
+
+        in_snap, consolidation = None, None
+        if self.plan.scale_in and settled:
+            scaled_in = manifests.scaled(mapped, self.plan.bundle, self.plan.scale_in)
+            changed = [m for m, was in zip(scaled_in, mapped) if m.body != was.body]
+            t_in = time.time()
+            timeline.mark(t_in, f"scale-in {self.plan.scale_in}")
+            applier.apply(changed)
+            try:
+                settler.scaled_in(self.workloads(scaled_in))
+            except WaitTimeout as exc:
+                settled, settle_error = False, "after scale-in: " + str(exc).splitlines()[0]
+            t = self._timed("scale_in_settle_s", t)
+            in_snap = snapshot()
+            results += [dict(r.to_dict(), phase="scale-in")
+                        for r in (e.evaluate(in_snap) for e in self.plan.expect.after_scale_in)]
+            consolidation = self._consolidation(timeline, t_in, out_snap, in_snap)
+        timeline.stop()
+        return self._result(info, out_snap, in_snap, consolidation, results, settled,
+                            settle_error, timeline)
+
+    def workloads(self, ms: list[Manifest]) -> list[Manifest]:
+        return [m for m in ms if m.kind in manifests.WORKLOADS]
+
+    # ---- what happened ----------------------------------------------------------------------
+    def _consolidation(self, timeline: Timeline, t_in: float, before: observe.Snapshot,
+                       after: observe.Snapshot) -> dict:
+        """Karpenter's disruption decisions after the scale-in, and what became of each
+        NodeClaim, in seconds after it (from the timeline recording)."""
+        rec = timeline.recording
+        ms = machines(rec)
+        steps = []
+        for m in ms:
+            what = f"{m.claim or m.node} ({m.instance_type} {m.capacity_type})"
+            for t_c in m.consolidatable:
+                if t_c >= t_in:
+                    steps.append((t_c, f"{what} Consolidatable"))
+            if m.deleting and m.deleting >= t_in:
+                steps.append((m.deleting, f"{what} deleting"))
+            if m.gone and m.gone >= t_in:
+                steps.append((m.gone, f"{what} gone"))
+            if m.created and m.created >= t_in:
+                steps.append((m.created, f"{what} launched (replacement)"))
+        for e in karpenter_events(rec, ms):
+            if e["t"] and e["t"] >= t_in and e["reason"].startswith(("Disruption", "Unconsol")):
+                steps.append((e["t"], f"event {e['reason']} {e['kind']}/{e['name']}: "
+                                      f"{e['message'][:160]}"))
+        steps.sort(key=lambda s: s[0])
+        return {"nodes_before": len(before.nodes), "nodes_after": len(after.nodes),
+                "cost_before": observe.cost_per_hour(before),
+                "cost_after": observe.cost_per_hour(after),
+                "settled_after_s": self.timings.get("scale_in_settle_s", 0.0),
+                "steps": [{"t": round(t - t_in, 1), "what": w} for t, w in steps]}
+
+    def _result(self, info, out_snap, in_snap, consolidation, results, settled, settle_error,
+                timeline: Timeline) -> dict:
+        t = time.time()
+        result = {
+            "folder": str(self.plan.bundle.folder), "run_id": self.run_id, "mode": info.mode,
+            "cluster": info.name, "karpenter_version": info.versions.get("karpenter", "?"),
+            "started": self.started, "finished": time.time(),
+            "scale": self.plan.scale, "scale_in": self.plan.scale_in,
+            "settled": settled, "settle_error": settle_error,
+            "scale_out": report.summarise(out_snap), "snapshot": out_snap.to_dict(),
+            "scale_in_result": report.summarise(in_snap) if in_snap else None,
+            "consolidation": consolidation, "expectations": results,
+            "timings": self.timings,
+        }
+        result["passed"] = settled and all(r["ok"] for r in results)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        png = self._timeline_picture(timeline, "passed" if result["passed"] else "failed",
+                                     next((r["expectation"] for r in results if not r["ok"]),
+                                          settle_error))
+        self._timed("report_s", t)  # the picture is most of it; the files take milliseconds
+        self.timings["total_s"] = round(time.time() - self.started, 1)
+        result["files"] = {"markdown": str(self.out_dir / "check.md"),
+                           "json": str(self.out_dir / "check.json"),
+                           **({"timeline": str(png)} if png else {})}
+        report.write(result, self.out_dir)
+        report.write_allure(result, self.out_dir / "allure-results", png)
+        return result
+
+    def _timeline_picture(self, timeline: Timeline, outcome: str, failure: str) -> Path | None:
+        from fixtures.timeline import write_snapshot
+        from reports import timeline_chart
+        try:
+            timeline.failure = failure
+            snap = timeline.snapshot(outcome)
+            write_snapshot(snap, self.out_dir / "timeline.json")
+            return timeline_chart.render(snap, self.out_dir / "timeline.png")
+        except Exception as exc:  # noqa: BLE001 - a picture must never hide the verdict
+            log.warning("timeline not drawn: %s: %s", type(exc).__name__, exc)
+            return None
+
+
+def _read_from(path: Path | None, offset: int) -> str:
+    if not path or not Path(path).exists():
+        return ""
+    with open(path, errors="replace") as fh:
+        fh.seek(offset)
+        return fh.read()
+
+
+def _warm_imports() -> None:
+    """Import the Kubernetes client's API modules and matplotlib while the cluster comes up
+    (it mostly waits on processes): they take seconds to import, tens of seconds on a
+    loaded machine, and the check needs them only once the cluster is up."""
+    import kubernetes.client as k8s
+    for api in ("CoreV1Api", "AppsV1Api", "BatchV1Api", "PolicyV1Api", "CustomObjectsApi",
+                "ApiextensionsV1Api", "EventsV1Api"):
+        getattr(k8s, api)
+    importlib.import_module("reports.timeline_chart")

@@ -1,0 +1,160 @@
+"""When has Karpenter finished with the manifests? Both waits read Karpenter's own decision
+points and are bounded by the harness's Timeouts.
+
+- After scale-out: every workload has its pods; no NodeClaim is launching or deleting; every
+  Pending pod carries Karpenter's FailedScheduling event (Karpenter looked at it and could
+  not place it); and nothing changed for ``QUIET_S``.
+- After scale-in: no NodeClaim launching or deleting, and nothing changed for
+  ``DISRUPTION_QUIET_S`` counted from the later of the last change and the moment the last
+  NodeClaim could turn Consolidatable (its ``lastPodEventTime`` + its pool's consolidateAfter);
+  or no NodeClaim left at all.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from checks.manifests import Bundle, Manifest
+from fixtures.kube import NODECLAIM, NODEPOOL, Kube
+from fixtures.timings import timestamp
+from fixtures.waits import TIMEOUTS, Observation, eventually
+
+QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled
+# Karpenter's disruption poll (10 s) + its command validation (15 s) + 5 s.
+DISRUPTION_QUIET_S = 30
+POD_EVENT_DEDUP_S = 10  # Karpenter writes lastPodEventTime at most once per 10 s
+
+
+def desired_pods(m: Manifest) -> int | None:
+    spec = m.body.get("spec") or {}
+    if m.kind in ("Deployment", "StatefulSet"):
+        return spec.get("replicas", 1)
+    if m.kind == "Job":
+        return spec.get("parallelism", 1)
+    if m.kind == "Pod":
+        return 1
+    return None  # DaemonSet: one per node, whatever the nodes are
+
+
+def _duration_s(text: str) -> float | None:
+    """'30s', '1m', '1h30m', 'Never' -> seconds (None for Never)."""
+    if text in (None, "", "Never"):
+        return None
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    return sum(float(n) * units[u] for n, u in re.findall(r"([\d.]+)(ms|h|m|s)", text))
+
+
+class Settler:
+    def __init__(self, kube: Kube, bundle: Bundle):
+        self.kube, self.bundle = kube, bundle
+        self._signature, self._changed = None, time.time()
+
+    def _pods_by_workload(self) -> tuple[dict[str, int], list]:
+        from checks.observe import pod_workload
+        counts, pods = {}, []
+        for ns in sorted(self.bundle.namespaces):
+            for pod in self.kube.pods(ns):
+                if pod.metadata.deletion_timestamp:
+                    continue
+                pods.append(pod)
+                w = pod_workload(pod)
+                counts[w] = counts.get(w, 0) + 1
+        return counts, pods
+
+    def _missing(self, manifests: list[Manifest], counts: dict[str, int]) -> list[str]:
+        out = []
+        for m in manifests:
+            want = desired_pods(m)
+            have = counts.get(f"{m.kind}/{m.namespace}/{m.name}", 0)
+            if want is not None and have != want:
+                out.append(f"{m.kind} {m.name} has {have}/{want} pods")
+        return out
+
+    def _claims(self) -> list[dict]:
+        return self.kube.list(NODECLAIM)
+
+    def _note(self, signature) -> float:
+        """Seconds since the signature last changed."""
+        if signature != self._signature:
+            self._signature, self._changed = signature, time.time()
+        return time.time() - self._changed
+
+    def scaled_out(self, manifests: list[Manifest]) -> float:
+        """Wait until settled after scale-out; returns the seconds it took."""
+        started = time.time()
+
+        def check() -> Observation:
+            counts, pods = self._pods_by_workload()
+            claims = self._claims()
+            busy = _busy(claims)
+            pending = [p for p in pods if p.status.phase == "Pending"]
+            undecided = [p.metadata.name for p in pending if not self._karpenter_failed(p)]
+            quiet = self._note((tuple(sorted(counts.items())),
+                                tuple(sorted((p.metadata.name, p.status.phase) for p in pods)),
+                                tuple(sorted(c["metadata"]["name"] for c in claims))))
+            missing = self._missing(manifests, counts)
+            ok = not missing and not busy and not undecided and quiet >= QUIET_S
+            return Observation(ok, "; ".join(filter(None, [
+                ", ".join(missing), busy, f"{len(undecided)} Pending pods Karpenter has not "
+                f"decided on yet ({', '.join(undecided[:3])})" if undecided else "",
+                f"quiet for {quiet:.0f}s"])))
+
+        eventually(check, what="Karpenter to settle after scale-out (every pod Running, or "
+                               "Pending with Karpenter's FailedScheduling event; nothing "
+                               "launching)", timeout=TIMEOUTS.provision)
+        return time.time() - started
+
+    def scaled_in(self, manifests: list[Manifest]) -> float:
+        started = time.time()
+        after = {p["metadata"]["name"]: _duration_s(
+            ((p.get("spec") or {}).get("disruption") or {}).get("consolidateAfter", "0s"))
+            for p in self.kube.list(NODEPOOL)}
+
+        def check() -> Observation:
+            counts, _ = self._pods_by_workload()
+            claims = self._claims()
+            busy = _busy(claims)
+            quiet_since = time.time() - self._note(
+                tuple(sorted(c["metadata"]["name"] for c in claims)))
+            decidable = [timestamp((c.get("status") or {}).get("lastPodEventTime")
+                                   or c["metadata"]["creationTimestamp"])
+                         + after[c["metadata"]["labels"].get("karpenter.sh/nodepool")]
+                         for c in claims
+                         if after.get(c["metadata"]["labels"].get("karpenter.sh/nodepool"))
+                         is not None]
+            # Karpenter records a pod event at most once per 10 s: the emptying may count
+            # from up to 10 s after the scale-in.
+            since = max([quiet_since, started + POD_EVENT_DEDUP_S, *decidable])
+            quiet = time.time() - since
+            missing = self._missing(manifests, counts)
+            # With no NodeClaim left there is nothing more to disrupt.
+            ok = not missing and not busy and (quiet >= DISRUPTION_QUIET_S or not claims)
+            return Observation(ok, "; ".join(filter(None, [
+                ", ".join(missing), busy, f"{len(claims)} NodeClaims, "
+                f"{quiet:.0f}s of {DISRUPTION_QUIET_S}s quiet since the last change or "
+                "consolidateAfter"])))
+
+        eventually(check, what="consolidation to settle after scale-in (no NodeClaim launching "
+                               f"or deleting, {DISRUPTION_QUIET_S}s quiet after each pool's "
+                               "consolidateAfter)", timeout=TIMEOUTS.disruption)
+        return time.time() - started
+
+    def _karpenter_failed(self, pod) -> bool:
+        events = self.kube.core.list_namespaced_event(
+            pod.metadata.namespace, field_selector=f"involvedObject.name={pod.metadata.name},"
+                                                   "source=karpenter,reason=FailedScheduling",
+            _request_timeout=self.kube.timeout).items
+        return bool(events)
+
+
+def _busy(claims: list[dict]) -> str:
+    launching, deleting = [], []
+    for c in claims:
+        conds = {x["type"]: x["status"] for x in (c.get("status") or {}).get("conditions") or []}
+        if c["metadata"].get("deletionTimestamp"):
+            deleting.append(c["metadata"]["name"])
+        elif conds.get("Initialized") != "True":
+            launching.append(c["metadata"]["name"])
+    return ", ".join(filter(None, [f"launching: {', '.join(launching)}" if launching else "",
+                                   f"deleting: {', '.join(deleting)}" if deleting else ""]))

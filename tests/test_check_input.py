@@ -1,0 +1,283 @@
+"""`check` on bad input: every mistake named by file (and document), before any cluster
+starts, exit 2, nothing left behind. And expect.yaml judged on recorded snapshots."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from checks import expectations, manifests
+from checks.expectations import ExpectError
+from checks.manifests import ManifestError
+from checks.observe import NodeView, PodView, PoolView, Snapshot
+from checks.run import plan
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+POOL = """apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements: []
+"""
+NODECLASS = """apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec: {role: r, amiSelectorTerms: [{alias: al2023@latest}]}
+"""
+DEPLOY = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: NS}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: pause}]}
+"""
+
+
+def folder(tmp_path: Path, **files: str) -> Path:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def good(tmp_path: Path, ns: str = "default") -> dict[str, str]:
+    return {"pool.yaml": POOL + "---\n" + NODECLASS, "app.yaml": DEPLOY.replace("NS", ns)}
+
+
+def test_every_example_loads_and_plans():
+    for example in sorted(p for p in EXAMPLES.iterdir() if p.is_dir()):
+        p = plan(example, None, "", "", "test")
+        assert p.bundle.nodepools and p.bundle.workloads and p.expect.expect, example
+
+
+def test_invalid_yaml_names_the_file_and_line(tmp_path):
+    d = folder(tmp_path, **good(tmp_path), **{"broken.yaml": "kind: Deployment\n  bad: [\n"})
+    with pytest.raises(ManifestError, match=r"broken.yaml: line \d+, column \d+: invalid YAML"):
+        manifests.load(d)
+
+
+def test_unknown_kind_names_the_document(tmp_path):
+    d = folder(tmp_path, **good(tmp_path),
+               **{"x.yaml": "---\n# first\n---\napiVersion: v1\nkind: Gizmo\n"
+                            "metadata: {name: g}\n"})
+    with pytest.raises(ManifestError, match=r"x.yaml \(document 1\): unknown kind 'Gizmo'"):
+        manifests.load(d)
+
+
+def test_a_provisioner_says_what_replaced_it(tmp_path):
+    old = "apiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata: {name: p}\n"
+    d = folder(tmp_path, **good(tmp_path), **{"old.yaml": old})
+    with pytest.raises(ManifestError, match=r"old.yaml \(document 0\): Provisioner .* replaced "
+                                            r"by NodePool"):
+        manifests.load(d)
+
+
+def test_nodepool_without_its_nodeclass(tmp_path):
+    d = folder(tmp_path, **{"pool.yaml": POOL, "app.yaml": DEPLOY.replace("NS", "default")})
+    with pytest.raises(ManifestError, match=r"pool.yaml \(document 0\): NodePool default refers "
+                                            r"to EC2NodeClass 'default', which no file"):
+        manifests.load(d)
+    no_ref = POOL.replace("      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, "
+                          "name: default}\n", "")
+    (tmp_path / "pool.yaml").write_text(no_ref + "---\n" + NODECLASS)
+    with pytest.raises(ManifestError, match=r"NodePool default has no spec.template.spec"
+                                            r".nodeClassRef"):
+        manifests.load(d)
+
+
+def test_workload_in_a_namespace_nobody_creates(tmp_path):
+    d = folder(tmp_path, **good(tmp_path, ns="team-a"))
+    with pytest.raises(ManifestError, match=r"app.yaml \(document 0\): Deployment web is in "
+                                            r"namespace 'team-a', which no file"):
+        manifests.load(d)
+
+
+def test_several_mistakes_are_listed_together(tmp_path):
+    d = folder(tmp_path, **{"pool.yaml": POOL, "app.yaml": DEPLOY.replace("NS", "team-a")})
+    with pytest.raises(ManifestError) as err:
+        manifests.load(d)
+    assert "refers to EC2NodeClass" in str(err.value) and "namespace 'team-a'" in str(err.value)
+
+
+def test_scale_of_an_unknown_workload(tmp_path):
+    d = folder(tmp_path, **good(tmp_path))
+    with pytest.raises(ManifestError, match=r"no workload called 'api'"):
+        plan(d, None, "api=3", "", "x")
+    with pytest.raises(ManifestError, match=r"expected NAME=REPLICAS"):
+        plan(d, None, "web=three", "", "x")
+
+
+def test_ec2nodeclass_maps_to_the_modes_nodeclass(tmp_path):
+    bundle = manifests.load(folder(tmp_path, **good(tmp_path)))
+    out = manifests.for_mode(bundle, ("karpenter.kwok.sh", "v1alpha1", "KWOKNodeClass"))
+    kinds = {m.kind: m.body for m in out}
+    assert kinds["KWOKNodeClass"] == {"apiVersion": "karpenter.kwok.sh/v1alpha1",
+                                      "kind": "KWOKNodeClass",
+                                      "metadata": {"name": "default", "labels": {}}}
+    ref = kinds["NodePool"]["spec"]["template"]["spec"]["nodeClassRef"]
+    assert ref == {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"}
+    assert bundle.nodepools[0].body["spec"]["template"]["spec"]["nodeClassRef"]["kind"] == \
+        "EC2NodeClass"  # the folder's objects are untouched
+    same = manifests.for_mode(bundle, ("karpenter.k8s.aws", "v1", "EC2NodeClass"))
+    assert [m.body for m in same] == [m.body for m in bundle.ordered()]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("expect: [{pending: 0, nodes: 1}]", r"expect\[0\]: expected exactly one of"),
+    ("expect: [{pods: app=web, on: {a: b}}]", r"expected only_on"),
+    ("expect: [{spot_share: {least: 1}}]", r"spot_share: expected a number or"),
+    ("after_scale_in: [{nodes: 0}]", r"after_scale_in needs scale_in"),
+    ("expect: {pending: 0}", r"expect: expected a list"),
+    ("scale: {web: many}", r"scale: expected workload: replicas"),
+    ("expectations: []", r"unknown top-level key"),
+    ("expect: [\n  - pending: [", r"invalid YAML"),
+])
+def test_bad_expect_file(tmp_path, text, message):
+    path = tmp_path / "expect.yaml"
+    path.write_text(text)
+    with pytest.raises(ExpectError, match=message):
+        expectations.load(path)
+
+
+def test_bad_input_exits_2_before_anything_starts(tmp_path):
+    """The real command: exit 2 with the file named, in about a second, and no run directory
+    and no process of the cluster it would have started."""
+    name = f"check-badinput-{int(time.time())}"
+    d = folder(tmp_path, **{"pool.yaml": POOL, "app.yaml": DEPLOY.replace("NS", "default")})
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "checks", str(d), "--cluster-name", name,
+                           "--reports-dir", str(tmp_path / "reports")],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "bad input, nothing started" in proc.stderr and "pool.yaml (document 0)" in proc.stderr
+    from clusters.local import build, process
+    run_dir = build.cache_dir() / "clusters" / name
+    assert not run_dir.exists()
+    assert not process.pids_using(str(run_dir))
+    assert not (tmp_path / "reports").exists()
+    assert time.monotonic() - started < 60
+
+
+# ---- expectations judged on snapshots ---------------------------------------------------------
+def snap(pods, nodes, diagnoses=None) -> Snapshot:
+    return Snapshot(0.0, pods, nodes, [PoolView("gpu"), PoolView("default")], 0, 0,
+                    diagnoses or {})
+
+
+def node(name, pool, ct="on-demand", itype="c6i.large", price=0.1, **labels) -> NodeView:
+    return NodeView(name, pool, itype, ct, "us-west-2a", price,
+                    {"karpenter.sh/capacity-type": ct, "karpenter.sh/nodepool": pool,
+                     "karpenter.k8s.aws/instance-category": itype[0], **labels})
+
+
+def pod(name, node_name="", workload="Deployment/ml/web", phase="Running", **requests):
+    return PodView("ml", name, workload, phase, node_name, requests,
+                   {"app": workload.rsplit("/", 1)[1]})
+
+
+def judge(text: str, s: Snapshot) -> list[expectations.Result]:
+    items = __import__("yaml").safe_load(text)
+    return [expectations.parse_item(Path("e.yaml"), "expect", i, item).evaluate(s)
+            for i, item in enumerate(items)]
+
+
+def test_gpu_pods_alone_on_gpu_nodes():
+    gpu = node("n1", "gpu", itype="g5.xlarge",
+               **{"karpenter.k8s.aws/instance-gpu-manufacturer": "nvidia"})
+    rule = "- pods: {requests: nvidia.com/gpu}\n  only_on: " \
+           "{karpenter.k8s.aws/instance-gpu-manufacturer: nvidia}\n  alone: true\n"
+    ok = snap([pod("g", "n1", "Deployment/ml/gpu", **{"nvidia.com/gpu": "1"}),
+               pod("w", "n2")], [gpu, node("n2", "default")])
+    assert judge(rule, ok)[0].ok
+    crowded = snap(ok.pods + [pod("w2", "n1")], ok.nodes)
+    r = judge(rule, crowded)[0]
+    assert not r.ok and "other pods there: w2 (Deployment/ml/web) on n1" in r.seen
+    none = snap([pod("w", "n2")], [node("n2", "default")])
+    assert judge(rule, none)[0].seen == "no pod matches"
+
+
+def test_pods_only_on_spot_names_the_pod_elsewhere():
+    s = snap([pod("t1", "a", "Job/ml/trainer"), pod("t2", "b", "Job/ml/trainer")],
+             [node("a", "default", "spot"), node("b", "default", "on-demand")])
+    r = judge("- pods: app=trainer\n  only_on: {karpenter.sh/capacity-type: spot}\n", s)[0]
+    assert not r.ok and "t2 on b (karpenter.sh/capacity-type=on-demand)" in r.seen
+
+
+def test_pending_share_categories_cost_and_nodes():
+    s = snap([pod("a", "n1"), pod("b", phase="Pending")],
+             [node("n1", "default", "spot", price=0.2), node("n2", "default", "spot", price=0.3),
+              node("n3", "default", itype="t3.large", price=0.5)],
+             {"Deployment/ml/web": "NodePool limit reached: ..."})
+    results = judge("""
+- pending: 0
+- spot_share: {nodepool: default, min: 0.8}
+- instance_categories: [c, m, r]
+- cost_per_hour: {max: 1.0}
+- nodes: {nodepool: gpu, max: 0}
+""", s)
+    assert [r.ok for r in results] == [False, False, False, True, True]
+    assert "Deployment/ml/web ×1 (NodePool limit reached" in results[0].seen
+    assert results[1].seen.startswith("0.67: 2 of 3 nodes on spot")
+    assert results[2].seen == "outside: t3.large (t)"
+    assert results[3].seen.startswith("$1.0000/h")
+
+
+def test_cost_unknown_when_a_node_has_no_price():
+    s = snap([], [node("n1", "default", price=None)])
+    r = judge("- cost_per_hour: {max: 10}\n", s)[0]
+    assert not r.ok and "no price" in r.seen
+
+
+def test_examples_folder_has_no_stray_files():
+    """Every example is manifests plus expect.yaml (and an optional README)."""
+    for example in (p for p in EXAMPLES.iterdir() if p.is_dir()):
+        assert (example / "expect.yaml").is_file(), example
+        stray = [f.name for f in example.iterdir()
+                 if f.suffix not in (".yaml", ".yml", ".md")]
+        assert not stray, (example, stray)
+        for f in example.glob("*.yaml"):  # valid YAML before ${CLUSTER_NAME} is substituted
+            list(__import__("yaml").safe_load_all(f.read_text()))
+
+
+# Karpenter's event for an A10G pod (tolerating nvidia.com/gpu) when the GPU pool excludes g5,
+# with two other tainted pools, as captured from a local run of v1.15.0.
+MULTI_POOL = ("gpu-inference-86b8d779f8-pgvxr FailedScheduling (karpenter): Failed to schedule "
+              "pod, did not tolerate taint (taint=workload=training:NoSchedule); no instance "
+              "type had enough resources or had a required offering, requirements="
+              "karpenter.k8s.aws/instance-family In [g4dn]; did not tolerate taint "
+              "(taint=workload=api:NoSchedule)")
+
+
+def test_the_clause_of_the_pool_the_pod_was_meant_for():
+    from checks.observe import _closest_clause
+    from fixtures.diagnosis import Evidence, verdict
+    asks = {"karpenter.k8s.aws/instance-gpu-name", "cpu", "memory", "nvidia.com/gpu"}
+    assert verdict(Evidence(messages=[_closest_clause(MULTI_POOL, asks)])).startswith(
+        "no instance type fits")
+    # a pod selecting `workload` that does not tolerate that pool's taint: the taint explains it
+    assert verdict(Evidence(messages=[_closest_clause(MULTI_POOL, {"workload"})])).startswith(
+        "untolerated taint: gpu-inference-86b8d779f8-pgvxr FailedScheduling (karpenter): "
+        "Failed to schedule pod, did not tolerate taint (taint=workload=")
+    gpu_taint = MULTI_POOL.replace("workload=training", "nvidia.com/gpu=true")
+    assert "nvidia.com/gpu=true" in _closest_clause(gpu_taint, asks)
+
+
+def test_a_vacuous_limit_clause_does_not_hide_the_missing_type():
+    """Captured: the GPU pool without g5 and, for the same pod, a limit clause about the
+    api pool, whose types the pod's A10G requirement filtered out."""
+    from checks.observe import _closest_clause
+    message = MULTI_POOL.replace("did not tolerate taint (taint=workload=api:NoSchedule)",
+                                 "all available instance types exceed limits for nodepool "
+                                 "(NodePool=api)")
+    clause = _closest_clause(message, {"nvidia.com/gpu", "karpenter.k8s.aws/instance-gpu-name"})
+    assert "no instance type had enough resources" in clause and "NodePool=api" not in clause
