@@ -349,8 +349,11 @@ class LocalCluster:
         return [str(binary), "--instance-types-file-path", str(self.catalogue_file)]
 
     def _karpenter_env(self) -> dict[str, str | None]:
-        """Cloud-provider settings on top of the common environment (None unsets one)."""
-        return {}
+        """Cloud-provider settings on top of the common environment (None unsets one).
+        NodeRepair (alpha, off by default) is on, as in upstream's own KWOK e2e (its
+        Makefile's featureGates.nodeRepair=true): the KWOK provider declares repair policies
+        for a simulated fault, which the node-repair scenario drives."""
+        return {"FEATURE_GATES": "NodeRepair=true"}
 
     def _runs_mutant(self, version: str) -> bool:
         return self.mutant is not None and version == self.mutant.version
