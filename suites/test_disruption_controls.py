@@ -57,6 +57,26 @@ def given_an_emptied_pool(nodepool_factory, inflate_factory, expect, budgets: li
         return pool, nodes, claims, time.time()
 
 
+def given_an_underused_node(nodepool_factory, inflate_factory, expect, value: str) -> tuple:
+    """The pod do-not-disrupt scenarios' first steps: a WhenEmptyOrUnderutilized pool
+    (consolidateAfter 0s), 10 pods annotated do-not-disrupt ``value`` on one node, scaled to
+    2. Returns the pool, the deployment, its 2 pods, the nodes, the NodeClaims' names and
+    when it was scaled down."""
+    with allure.step(f'given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 pods '
+                     f'do-not-disrupt: "{value}" on one node'):
+        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
+            "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}})
+        inflate = inflate_factory(replicas=10, node_selector=pool.template_labels,
+                                  annotations={"karpenter.sh/do-not-disrupt": value})
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 10)))
+        claims = names(expect.nodeclaims(pool))
+
+    with allure.step("scale inflate to 2: the node is underused"):
+        inflate.scale(2)
+        pods = expect.eventually_pods_running(inflate, 2)
+        return pool, inflate, pods, nodes, claims, time.time()
+
+
 @pytest.mark.scenario("budget-blocks")
 def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate_factory, expect,
                                                        timings, timeline):
@@ -143,19 +163,8 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
                                                     timings, timeline):
     """Pods annotated karpenter.sh/do-not-disrupt on an underused node: Karpenter finds it
     Consolidatable and leaves it; annotation removed: it is consolidated."""
-    with allure.step("given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 "
-                     "do-not-disrupt pods on one node"):
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
-            "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}})
-        inflate = inflate_factory(replicas=10, node_selector=pool.template_labels,
-                                  annotations=DO_NOT_DISRUPT)
-        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 10)))
-        claims = names(expect.nodeclaims(pool))
-
-    with allure.step("scale inflate to 2: the node is underused"):
-        inflate.scale(2)
-        pods = expect.eventually_pods_running(inflate, 2)
-        scaled = time.time()
+    pool, inflate, pods, nodes, claims, scaled = given_an_underused_node(
+        nodepool_factory, inflate_factory, expect, "true")
 
     with allure.step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
         expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
@@ -303,23 +312,12 @@ def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, infla
     """Pods annotated karpenter.sh/do-not-disrupt: "60s" on an underused node: Karpenter
     leaves the node until its pods are 60s old (counted from each pod's startTime),
     then consolidates it: not before, not long after."""
-    with allure.step(f"given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 pods "
-                     f"do-not-disrupt for {DND_FOR_S}s on one node"):
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
-            "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}})
-        inflate = inflate_factory(replicas=10, node_selector=pool.template_labels,
-                                  annotations={"karpenter.sh/do-not-disrupt": f"{DND_FOR_S}s"})
-        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 10)))
-        claims = names(expect.nodeclaims(pool))
-
-    with allure.step("scale inflate to 2: the node is underused"):
-        inflate.scale(2)
-        pods = expect.eventually_pods_running(inflate, 2)
-        scaled = time.time()
-        # Protection ends when the youngest pod left on the node is DND_FOR_S old.
-        until = max(p.status.start_time.timestamp() for p in pods) + DND_FOR_S
-        assert until - scaled > 30, f"the pods' protection ends {until - scaled:.0f}s after the " \
-                                    f"scale-down: too soon to tell protected from not"
+    pool, inflate, pods, nodes, claims, scaled = given_an_underused_node(
+        nodepool_factory, inflate_factory, expect, f"{DND_FOR_S}s")
+    # Protection ends when the youngest pod left on the node is DND_FOR_S old.
+    until = max(p.status.start_time.timestamp() for p in pods) + DND_FOR_S
+    assert until - scaled > 30, f"the pods' protection ends {until - scaled:.0f}s after the " \
+                                f"scale-down: too soon to tell protected from not"
 
     with allure.step(f"expect the node Consolidatable, nothing disrupted while protected "
                      f"({until - time.time():.0f}s), then replaced within {ACT_S}s"):
