@@ -57,26 +57,6 @@ def given_an_emptied_pool(nodepool_factory, inflate_factory, expect, budgets: li
         return pool, nodes, claims, time.time()
 
 
-def given_an_underused_node(nodepool_factory, inflate_factory, expect, value: str) -> tuple:
-    """The pod do-not-disrupt scenarios' first steps: a WhenEmptyOrUnderutilized pool
-    (consolidateAfter 0s), 10 pods annotated do-not-disrupt ``value`` on one node, scaled to
-    2. Returns the pool, the deployment, its 2 pods, the nodes, the NodeClaims' names and
-    when it was scaled down."""
-    with allure.step(f'given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 pods '
-                     f'do-not-disrupt: "{value}" on one node'):
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
-            "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}})
-        inflate = inflate_factory(replicas=10, node_selector=pool.template_labels,
-                                  annotations={"karpenter.sh/do-not-disrupt": value})
-        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 10)))
-        claims = names(expect.nodeclaims(pool))
-
-    with allure.step("scale inflate to 2: the node is underused"):
-        inflate.scale(2)
-        pods = expect.eventually_pods_running(inflate, 2)
-        return pool, inflate, pods, nodes, claims, time.time()
-
-
 @pytest.mark.scenario("budget-blocks")
 def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate_factory, expect,
                                                        timings, timeline):
@@ -163,8 +143,19 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
                                                     timings, timeline):
     """Pods annotated karpenter.sh/do-not-disrupt on an underused node: Karpenter finds it
     Consolidatable and leaves it; annotation removed: it is consolidated."""
-    pool, inflate, pods, nodes, claims, scaled = given_an_underused_node(
-        nodepool_factory, inflate_factory, expect, "true")
+    with allure.step("given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 "
+                     "do-not-disrupt pods on one node"):
+        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
+            "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}})
+        inflate = inflate_factory(replicas=10, node_selector=pool.template_labels,
+                                  annotations=DO_NOT_DISRUPT)
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 10)))
+        claims = names(expect.nodeclaims(pool))
+
+    with allure.step("scale inflate to 2: the node is underused"):
+        inflate.scale(2)
+        pods = expect.eventually_pods_running(inflate, 2)
+        scaled = time.time()
 
     with allure.step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
         expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
@@ -309,30 +300,45 @@ DND_FOR_S = 60  # the pods' do-not-disrupt duration
 @pytest.mark.scenario("pod-do-not-disrupt-duration")
 def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, inflate_factory, expect,
                                                          timings, timeline):
-    """Pods annotated karpenter.sh/do-not-disrupt: "60s" on an underused node: Karpenter
-    leaves the node until its pods are 60s old (counted from each pod's startTime),
-    then consolidates it: not before, not long after."""
-    pool, inflate, pods, nodes, claims, scaled = given_an_underused_node(
-        nodepool_factory, inflate_factory, expect, f"{DND_FOR_S}s")
-    # Protection ends when the youngest pod left on the node is DND_FOR_S old.
-    until = max(p.status.start_time.timestamp() for p in pods) + DND_FOR_S
-    assert until - scaled > 30, f"the pods' protection ends {until - scaled:.0f}s after the " \
-                                f"scale-down: too soon to tell protected from not"
+    """Pods annotated karpenter.sh/do-not-disrupt: "60s" on a drifted node: Karpenter leaves
+    the node until its pods are 60s old (counted from each pod's startTime), then replaces
+    it: not before, not long after."""
+    with allure.step(f'given 2 pods annotated do-not-disrupt: "{DND_FOR_S}s" on an oldnode pool'):
+        old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
+        pool = nodepool_factory("default", nodeclass=old)
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels,
+                                  annotations={"karpenter.sh/do-not-disrupt": f"{DND_FOR_S}s"})
+        pods = expect.eventually_pods_running(inflate, 2)
+        nodes = set(expect.pods_on(pods))
+        claims = names(expect.nodeclaims(pool))
+        # A node is protected until the youngest pod on it is DND_FOR_S old; the first node
+        # free to go decides when Karpenter may first act.
+        youngest: dict[str, float] = {}
+        for p in pods:
+            youngest[p.spec.node_name] = max(youngest.get(p.spec.node_name, 0),
+                                             p.status.start_time.timestamp())
+        until = min(youngest.values()) + DND_FOR_S
 
-    with allure.step(f"expect the node Consolidatable, nothing disrupted while protected "
-                     f"({until - time.time():.0f}s), then replaced within {ACT_S}s"):
-        expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
-                                     f"Consolidatable", timeout=until - time.time())
-        timeline.band(scaled, until - 1, f"do-not-disrupt {DND_FOR_S}s: nothing disrupted")
+    with allure.step("point the pool's nodeClassRef at newnode"):
+        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        expect.eventually_drifted(pool, claims)
+        drifted = time.time()
+        assert until - drifted > 30, f"the pods' protection ends {until - drifted:.0f}s after " \
+                                     f"the drift: too soon to tell protected from not"
+
+    with allure.step(f"expect nothing disrupted while protected ({until - time.time():.0f}s), "
+                     f"then the node replaced within {ACT_S}s"):
+        timeline.band(drifted, until - 1, f"do-not-disrupt {DND_FOR_S}s: nothing disrupted")
         timeline.band(until - 1, until + ACT_S, f"protection over: acted within {ACT_S}s")
         acted = expect.consistently_untouched_then_acted(
             pool, claims, until, ACT_S, f"the pods' {DND_FOR_S}s do-not-disrupt ran out")
 
-    with allure.step("expect the pods Running off the consolidated node"):
+    with allure.step("expect the drifted nodes gone and the pods Running on new ones"):
+        expect.watch_nodes_gone(nodes, timeout=60, what=f"drifted nodes {sorted(nodes)} to be gone")
         pods = expect.eventually_pods_running(inflate, 2)
         on_old = sorted(set(expect.pods_on(pods)) & nodes)
-        assert not on_old, f"pods still on the consolidated nodes {on_old}"
-    timings.record(protected_s=round(until - scaled, 1), protection_end_to_act_s=round(acted - until, 1))
+        assert not on_old, f"pods still on the drifted nodes {on_old}"
+    timings.record(protected_s=round(until - drifted, 1), protection_end_to_act_s=round(acted - until, 1))
 
 
 @pytest.mark.scenario("pdb-unhealthy-evictable")
