@@ -1,7 +1,7 @@
 """Chaos (upstream's test/suites/regression/chaos_test.go, "Runaway Scale-Up"): a cluster
-add-on taints every new node NoExecute as it appears, so the one pod never lands on a node Karpenter
-launches for it. Karpenter keeps launching, but must also take back the nodes it emptied:
-the pool stays small instead of running away.
+add-on taints every new node NoExecute as it appears, so the one pod is evicted from, or
+never lands on, each node Karpenter launches for it. Karpenter keeps launching, one node at a
+time, and takes back the nodes left empty: the pool grows, but does not run away.
 """
 
 import time
