@@ -13,7 +13,7 @@ FROM ?= v1.14.3
 TO ?= v1.15.0
 GATE_ARGS ?=
 
-.PHONY: e2e e2e-aws-sim test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
+.PHONY: e2e nightly e2e-aws-sim test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ setup: $(VENV)/.installed
 E2E_WORKERS ?= 4
 e2e: build
 	$(PY) -m pytest suites -v -o log_cli=true -n $(E2E_WORKERS) --reports-dir reports $(PYTEST_ARGS)
+
+## nightly: only the nightly-only scenarios (minutes of Karpenter's clock each: chaos);
+## make e2e skips them, saying so; the nightly workflow and the upgrade gate run them.
+nightly: build
+	$(PY) -m pytest suites -v -o log_cli=true -n $(E2E_WORKERS) -m nightly --run-nightly --reports-dir reports $(PYTEST_ARGS)
 
 ## e2e-aws-sim: the suites against Karpenter's real AWS provider and a fake AWS (aws-sim mode)
 e2e-aws-sim: setup

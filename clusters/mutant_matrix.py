@@ -186,7 +186,9 @@ class Matrix:
                "-o", "log_cli=false", "-q", "--scenario", ",".join(row.claimed),
                "--cluster", self.mode, "--cluster-name", cluster, "--outcomes", str(outcomes),
                "--junitxml", str(run_dir / "junit.xml"),
-               "--summary-file", str(run_dir / "summary.md"), *self.pytest_args]
+               "--summary-file", str(run_dir / "summary.md"),
+               # A mutant's scenarios run whatever their cost: a nightly-only one too.
+               "--run-nightly", *self.pytest_args]
         cmd += list(setup)
         if mutant and mutant.patched:
             cmd += ["--karpenter-patch", str(mutant.path)]

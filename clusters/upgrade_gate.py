@@ -240,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.disrupt:
             upgrade.append("--upgrade-disrupt")
         phases["upgrade"] = (pytest(upgrade, args.out / "upgrade.log"), args.out / "upgrade.xml")
+        # The nightly-only scenarios too: a gate is where their minutes are worth spending.
         suites = [*common, "suites", "-m", "not upgrade_gate and not scale and not perf_gate",
+                  "--run-nightly",
                   "--karpenter-version", args.to_v, "--junitxml", str(args.out / "suites.xml")]
         if args.select:
             suites += ["-k", args.select]

@@ -4,12 +4,14 @@ how fast, Karpenter may take nodes away. Each scenario first shows Karpenter fou
 would disrupt, then that the control held it, then (the control lifted) that it went.
 """
 
+import math
 import time
 
 import allure
 import pytest
 
 from fixtures.expect import condition
+from fixtures.waits import Observation
 from fixtures.workloads import ONE_PER_NODE
 
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
@@ -250,3 +252,132 @@ def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, infla
         expect.eventually_pods_running(inflate, 2)
     timings.record(deletion_to_gone_s=[round(e.gone_at - e.deleting_at, 1) for e in ends.values()],
                    termination_grace_period_s=TGP_S)
+
+
+# Unblocked, Karpenter acts within a disruption poll (10s) plus the 15s command validation;
+# 20 s more for a busy 2-core machine: measured 14-27 s (see the README's timings).
+ACT_S = 45
+
+
+@pytest.mark.nightly  # the window ends on a minute: 35-95 s of hold, 2-3 min in all
+@pytest.mark.scenario("budget-window")
+def test_scheduled_budget_blocks_only_inside_its_window(nodepool_factory, inflate_factory, expect,
+                                                        timings, timeline):
+    """A budget nodes "0" with a cron schedule and a duration whose window is open now: the
+    empty node is held until the window closes, and consolidated right after (not before)."""
+    pool, nodes, claims, emptied = given_an_emptied_pool(
+        nodepool_factory, inflate_factory, expect, [{"nodes": "0"}], 'budget nodes: "0"')
+
+    with allure.step("replace the budget by nodes \"0\" on a schedule whose window opened this "
+                     "minute and closes on a minute at least 35s away"):
+        # Cron has minute resolution and Karpenter reads it in UTC: the window is
+        # [start, start + duration), with start the current minute.
+        now = time.time()
+        start = now - now % 60
+        minutes = math.ceil((now + 35 - start) / 60)
+        closes = start + 60 * minutes
+        schedule = time.strftime("%M %H * * *", time.gmtime(start))
+        nodepool_factory.patch(pool, {"spec": {"disruption": {"budgets": [
+            {"nodes": "0", "schedule": schedule, "duration": f"{minutes}m"}]}}})
+
+    with allure.step(f"expect the node Consolidatable, nothing disrupted until the window "
+                     f"closes ({closes - time.time():.0f}s), then consolidated within {ACT_S}s"):
+        expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
+                                     f"Consolidatable", timeout=closes - time.time())
+        timeline.band(emptied, closes - 1, f"budget window ({schedule}, {minutes}m): nothing disrupted")
+        timeline.band(closes - 1, closes + ACT_S, f"window closed: consolidated within {ACT_S}s")
+        acted = expect.consistently_untouched_then_acted(pool, claims, closes, ACT_S,
+                                                         "the budget's window closed")
+
+    with allure.step("expect the empty node gone"):
+        expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
+    timings.record(held_s=round(closes - emptied, 1), window_end_to_act_s=round(acted - closes, 1))
+
+
+DND_FOR_S = 60  # the pods' do-not-disrupt duration
+
+
+@pytest.mark.scenario("pod-do-not-disrupt-duration")
+def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, inflate_factory, expect,
+                                                         timings, timeline):
+    """Pods annotated karpenter.sh/do-not-disrupt: "60s" on a drifted node: Karpenter leaves
+    the node until its pods are 60s old (counted from each pod's startTime), then replaces
+    it: not before, not long after."""
+    with allure.step(f'given 2 pods annotated do-not-disrupt: "{DND_FOR_S}s" on an oldnode pool'):
+        old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
+        pool = nodepool_factory("default", nodeclass=old)
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels,
+                                  annotations={"karpenter.sh/do-not-disrupt": f"{DND_FOR_S}s"})
+        pods = expect.eventually_pods_running(inflate, 2)
+        nodes = set(expect.pods_on(pods))
+        claims = names(expect.nodeclaims(pool))
+        # A node is protected until the youngest pod on it is DND_FOR_S old; the first node
+        # free to go decides when Karpenter may first act.
+        youngest: dict[str, float] = {}
+        for p in pods:
+            youngest[p.spec.node_name] = max(youngest.get(p.spec.node_name, 0),
+                                             p.status.start_time.timestamp())
+        until = min(youngest.values()) + DND_FOR_S
+
+    with allure.step("point the pool's nodeClassRef at newnode"):
+        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        expect.eventually_drifted(pool, claims)
+        drifted = time.time()
+        assert until - drifted > 30, f"the pods' protection ends {until - drifted:.0f}s after " \
+                                     f"the drift: too soon to tell protected from not"
+
+    with allure.step(f"expect nothing disrupted while protected ({until - time.time():.0f}s), "
+                     f"then the node replaced within {ACT_S}s"):
+        timeline.band(drifted, until - 1, f"do-not-disrupt {DND_FOR_S}s: nothing disrupted")
+        timeline.band(until - 1, until + ACT_S, f"protection over: acted within {ACT_S}s")
+        acted = expect.consistently_untouched_then_acted(
+            pool, claims, until, ACT_S, f"the pods' {DND_FOR_S}s do-not-disrupt ran out")
+
+    with allure.step("expect the drifted nodes gone and the pods Running on new ones"):
+        expect.watch_nodes_gone(nodes, timeout=60, what=f"drifted nodes {sorted(nodes)} to be gone")
+        pods = expect.eventually_pods_running(inflate, 2)
+        on_old = sorted(set(expect.pods_on(pods)) & nodes)
+        assert not on_old, f"pods still on the drifted nodes {on_old}"
+    timings.record(protected_s=round(until - drifted, 1), protection_end_to_act_s=round(acted - until, 1))
+
+
+@pytest.mark.scenario("pdb-unhealthy-evictable")
+def test_unhealthy_pods_pdb_does_not_hold_a_drifted_node(nodepool_factory, inflate_factory, expect,
+                                                         timings, timeline):
+    """A PDB minAvailable 2 with unhealthyPodEvictionPolicy AlwaysAllow over 2 pods that are
+    not Ready: the PDB allows no disruption, yet its unhealthy pods may be evicted, so
+    Karpenter replaces the drifted node instead of waiting forever."""
+    with allure.step("given 2 not-Ready pods on an oldnode pool, a PDB minAvailable 2 with "
+                     "unhealthyPodEvictionPolicy AlwaysAllow"):
+        old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
+        pool = nodepool_factory("default", nodeclass=old)
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
+        pods = expect.eventually_pods_running(inflate, 2)
+        nodes = set(expect.pods_on(pods))
+        claims = names(expect.nodeclaims(pool))
+        for pod in pods:
+            inflate.set_pod_unready(pod.metadata.name)
+        pdb = inflate_factory.pdb(inflate, min_available=2, unhealthy_pod_eviction_policy="AlwaysAllow")
+
+    with allure.step("expect the PDB to allow no disruption (0 of 2 pods healthy)"):
+        def blocking():
+            st = inflate_factory.pdb_status(pdb)
+            return Observation(st.observed_generation is not None and st.current_healthy == 0
+                               and st.disruptions_allowed == 0,
+                               f"currentHealthy={st.current_healthy} "
+                               f"disruptionsAllowed={st.disruptions_allowed}")
+        expect.eventually(blocking, f"PDB {pdb} to count 0 healthy pods and allow 0 disruptions",
+                          timeout=30)
+
+    with allure.step("point the pool's nodeClassRef at newnode"):
+        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        expect.eventually_drifted(pool, claims)
+        drifted = time.time()
+
+    with allure.step(f"expect the drifted nodes replaced within {UNBLOCKED_S}s"):
+        timeline.band(drifted, drifted + UNBLOCKED_S, f"drifted: replaced within {UNBLOCKED_S}s")
+        expect.watch_nodes_gone(nodes, timeout=UNBLOCKED_S,
+                                what=f"drifted nodes {sorted(nodes)} with unhealthy pods to be "
+                                     f"replaced")
+        expect.eventually_pods_running(inflate, 2)
+    timings.record(drifted_to_replaced_s=round(time.time() - drifted, 1))

@@ -10,7 +10,7 @@ from clusters.local.cluster import FEATURE_GATES, LocalCluster
 
 def test_local_mode_turns_on_its_gates_and_tells_the_suites():
     cluster = LocalCluster("feature-gates-test")
-    assert cluster._karpenter_env()["FEATURE_GATES"] == "NodeOverlay=true,StaticCapacity=true"
+    assert cluster._karpenter_env()["FEATURE_GATES"] == "NodeOverlay=true,StaticCapacity=true,NodeRepair=true"
     assert cluster.info().feature_gates == FEATURE_GATES
 
 

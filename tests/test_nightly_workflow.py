@@ -155,3 +155,14 @@ def test_teardown_removes_karpenters_objects_before_karpenter_and_leftovers_befo
     assert at == sorted(at), dict(zip(order, at))
     assert "aws cloudformation delete-stack" not in run  # the module deletes it and waits
     assert "karpenter.k8s.aws/cluster" not in WORKFLOW.read_text()  # unset since v1.1
+
+
+# ---- the nightly-only scenarios ----------------------------------------------------------------
+def test_nightly_local_job_runs_the_nightly_only_scenarios():
+    """`make e2e` skips scenarios marked nightly unless --run-nightly: the nightly is where
+    they run (and the upgrade gate, clusters/upgrade_gate.py)."""
+    local = yaml.safe_load(WORKFLOW.read_text())["jobs"]["local"]
+    runs = [s.get("run", "") for s in local["steps"]]
+    assert any("make e2e" in r and "--run-nightly" in r for r in runs), runs
+    gate = (REPO / "clusters" / "upgrade_gate.py").read_text()
+    assert '"--run-nightly"' in gate, "the upgrade gate must run the nightly-only scenarios"

@@ -38,7 +38,10 @@ ASSETS = Path(__file__).parent / "assets"
 # every other scenario: StaticCapacity acts only on NodePools that set spec.replicas, and
 # NodeOverlay with no NodeOverlay objects hands the instance types on unchanged (its store
 # marks each NodePool evaluated on the reconcile the NodePool's creation triggers).
-FEATURE_GATES = ("NodeOverlay", "StaticCapacity")
+# NodeRepair is on as in upstream's own KWOK e2e (its Makefile's featureGates.nodeRepair=true):
+# the KWOK provider declares repair policies for a simulated fault (KWOKUnhealthy), which the
+# node-repair scenario drives; no other scenario sets that condition.
+FEATURE_GATES = ("NodeOverlay", "StaticCapacity", "NodeRepair")
 
 
 class LocalCluster:
