@@ -38,7 +38,7 @@ nightly: build
 
 ## e2e-aws-sim: the suites against Karpenter's real AWS provider and a fake AWS (aws-sim mode)
 e2e-aws-sim: setup
-	$(PY) -m clusters build --cluster aws-sim
+	$(PY) -m karpenter_e2e.clusters build --cluster aws-sim
 	$(PY) -m pytest suites -v -o log_cli=true --cluster=aws-sim -n 2 --reports-dir reports \
 		$(PYTEST_ARGS)
 
@@ -48,12 +48,12 @@ test: setup
 
 ## build: compile every pinned binary into the per-user cache (e2e does this on demand)
 build: setup
-	$(PY) -m clusters build
+	$(PY) -m karpenter_e2e.clusters build
 
 ## upgrade-gate: the scale case measured on FROM and on TO at once (TO/FROM within limits),
 ## then Karpenter FROM -> TO must disrupt nothing, then every suite passes on TO
 upgrade-gate: setup
-	$(PY) -m clusters.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
+	$(PY) -m karpenter_e2e.clusters.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
 
 ## mutants: the kill matrix: each mutant (a patched Karpenter) must fail the scenarios it names
 ## (MUTANT_CLUSTER=aws-sim: the AWS provider's mutants, in aws-sim mode)
@@ -62,7 +62,7 @@ MUTANT_DIR ?= mutants
 MUTANT_JOBS ?= 2
 MUTANT_CLUSTER ?= local
 mutants: setup
-	$(PY) -m clusters.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
+	$(PY) -m karpenter_e2e.clusters.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
 		--jobs $(MUTANT_JOBS) --cluster $(MUTANT_CLUSTER)
 
 ## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster
@@ -76,7 +76,7 @@ MAX_AGE ?= 6h
 SWEEP_KUBECONFIG ?= $(HOME)/.cache/karpenter-e2e/clusters/karpenter-e2e/kubeconfig
 SWEEP_ARGS ?=
 sweep: setup
-	$(PY) -m clusters.eks.sweep $(if $(findstring --aws-sim,$(SWEEP_ARGS)),,--kubeconfig $(SWEEP_KUBECONFIG)) \
+	$(PY) -m karpenter_e2e.clusters.eks.sweep $(if $(findstring --aws-sim,$(SWEEP_ARGS)),,--kubeconfig $(SWEEP_KUBECONFIG)) \
 		--max-age $(MAX_AGE) $(SWEEP_ARGS)
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm);
@@ -92,11 +92,11 @@ report: $(ALLURE)
 	@echo "report: reports/html/index.html"
 
 cluster-up: setup
-	$(PY) -m clusters up --reuse
+	$(PY) -m karpenter_e2e.clusters up --reuse
 cluster-down: setup
-	$(PY) -m clusters down
+	$(PY) -m karpenter_e2e.clusters down
 cluster-status: setup
-	$(PY) -m clusters status
+	$(PY) -m karpenter_e2e.clusters status
 
 ## check: what Karpenter does with your own NodePools and workloads, on a fresh local cluster
 ## (README "Checking your own NodePools"). Exit 0: every expectation held; 1: one failed;
@@ -109,12 +109,12 @@ CHECK_ARGS ?=
 check: setup
 	@test -n "$(MANIFESTS)" || { echo "usage: make check MANIFESTS=folder/ [EXPECT=expect.yaml]" \
 		"[SCALE=app=10,...] [SCALE_IN=app=0] [CHECK_ARGS='--cluster aws-sim']"; exit 2; }
-	$(PY) -m checks $(MANIFESTS) $(if $(EXPECT),--expect $(EXPECT)) \
+	$(PY) -m karpenter_e2e.checks $(MANIFESTS) $(if $(EXPECT),--expect $(EXPECT)) \
 		$(if $(SCALE),--scale $(SCALE)) $(if $(SCALE_IN),--scale-in $(SCALE_IN)) $(CHECK_ARGS)
 
 ## check-examples: `check` on every folder of examples/, each on a cluster of its own; each must pass
 check-examples: setup
 	@set -e; for d in examples/*/; do \
 		echo "== check $$d"; \
-		$(PY) -m checks $$d --cluster-name check-$$(basename $$d) $(CHECK_ARGS); \
+		$(PY) -m karpenter_e2e.checks $$d --cluster-name check-$$(basename $$d) $(CHECK_ARGS); \
 	done

@@ -1,5 +1,5 @@
 import sys
 
-from checks.cli import main
+from karpenter_e2e.checks.cli import main
 
 sys.exit(main())

@@ -14,9 +14,9 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
-from checks.manifests import Manifest, ManifestError
-from fixtures.kube import NODECLAIM, Kube
-from fixtures.waits import TIMEOUTS, Observation, eventually
+from karpenter_e2e.checks.manifests import Manifest, ManifestError
+from karpenter_e2e.fixtures.kube import NODECLAIM, Kube
+from karpenter_e2e.fixtures.waits import TIMEOUTS, Observation, eventually
 
 log = logging.getLogger("karpenter_e2e.check")
 

@@ -1,4 +1,4 @@
-"""`python -m checks DIR [--expect FILE] [--scale NAME=N,...] [--scale-in NAME=N,...]`:
+"""`python -m karpenter_e2e.checks DIR [--expect FILE] [--scale NAME=N,...] [--scale-in NAME=N,...]`:
 what Karpenter does with your own NodePools and workloads, on a fresh local (or aws-sim)
 cluster.
 
@@ -18,19 +18,19 @@ import logging
 import sys
 from pathlib import Path
 
-from checks import report
-from checks.expectations import ExpectError
-from checks.manifests import ManifestError
-from checks.run import Check, plan
-from clusters import backends
-from clusters.errors import ClusterError
+from karpenter_e2e.checks import report
+from karpenter_e2e.checks.expectations import ExpectError
+from karpenter_e2e.checks.manifests import ManifestError
+from karpenter_e2e.checks.run import Check, plan
+from karpenter_e2e.clusters import backends
+from karpenter_e2e.clusters.errors import ClusterError
 
 MODES = ("local", "aws-sim")
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m checks", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.checks", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folder", type=Path, help="folder of NodePools, NodeClasses and workloads")
     p.add_argument("--expect", type=Path, default=None,
@@ -86,5 +86,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _default_version(mode: str) -> str:
-    from clusters.local import versions
+    from karpenter_e2e.clusters.local import versions
     return versions.AWS_PROVIDER if mode == "aws-sim" else versions.KARPENTER

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from checks.observe import PodView, Snapshot, cost_per_hour, pool_summary
+from karpenter_e2e.checks.observe import PodView, Snapshot, cost_per_hour, pool_summary
 
 KINDS = ("pending", "pods", "spot_share", "instance_categories", "instance_families",
          "cost_per_hour", "nodes")

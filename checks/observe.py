@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from checks.manifests import Bundle
-from fixtures import diagnosis
-from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, PRICE
-from fixtures.kube import NODECLAIM, NODEPOOL, Kind, Kube
+from karpenter_e2e.checks.manifests import Bundle
+from karpenter_e2e.fixtures import diagnosis
+from karpenter_e2e.fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, PRICE
+from karpenter_e2e.fixtures.kube import NODECLAIM, NODEPOOL, Kind, Kube
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 ZONE = "topology.kubernetes.io/zone"
@@ -180,7 +180,7 @@ def diagnose_pending(kube: Kube, snap: Snapshot, nodeclass: Kind | None,
             pending.setdefault(p.workload, []).append(p)
     if not pending:
         return {}
-    from checks.apply import APPLIED_LABEL
+    from karpenter_e2e.checks.apply import APPLIED_LABEL
     running, log_text = karpenter_running(), karpenter_log()
     classes = diagnosis.nodeclass_messages(kube, nodeclass, "", selector=APPLIED_LABEL) \
         if nodeclass is not None else []

@@ -9,7 +9,7 @@ import json
 import uuid
 from pathlib import Path
 
-from checks.observe import Snapshot, pool_summary, workload_summary
+from karpenter_e2e.checks.observe import Snapshot, pool_summary, workload_summary
 
 
 def summarise(snap: Snapshot) -> dict:

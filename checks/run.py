@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checks import apply, expectations, manifests, observe, report, settle
-from checks.expectations import ExpectFile
-from checks.manifests import Bundle, Manifest
-from clusters.awssim import build as awsbuild
-from fixtures.isolation import new_run_id
-from clusters.errors import ClusterError
-from fixtures.kube import NODEPOOL, Kind, Kube
-from fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
-from fixtures.waits import WaitTimeout
+from karpenter_e2e.checks import apply, expectations, manifests, observe, report, settle
+from karpenter_e2e.checks.expectations import ExpectFile
+from karpenter_e2e.checks.manifests import Bundle, Manifest
+from karpenter_e2e.clusters.awssim import build as awsbuild
+from karpenter_e2e.fixtures.isolation import new_run_id
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.fixtures.kube import NODEPOOL, Kind, Kube
+from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
+from karpenter_e2e.fixtures.waits import WaitTimeout
 
 log = logging.getLogger("karpenter_e2e.check")
 
@@ -226,8 +226,8 @@ class Check:
         return result
 
     def _timeline_picture(self, timeline: Timeline, outcome: str, failure: str) -> Path | None:
-        from fixtures.timeline import write_snapshot
-        from reports import timeline_chart
+        from karpenter_e2e.fixtures.timeline import write_snapshot
+        from karpenter_e2e.reports import timeline_chart
         try:
             timeline.failure = failure
             snap = timeline.snapshot(outcome)
@@ -254,4 +254,4 @@ def _warm_imports() -> None:
     for api in ("CoreV1Api", "AppsV1Api", "BatchV1Api", "PolicyV1Api", "CustomObjectsApi",
                 "ApiextensionsV1Api", "EventsV1Api"):
         getattr(k8s, api)
-    importlib.import_module("reports.timeline_chart")
+    importlib.import_module("karpenter_e2e.reports.timeline_chart")

@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 import time
 
-from checks.manifests import Bundle, Manifest
-from fixtures.kube import NODECLAIM, NODEPOOL, Kube
-from fixtures.timings import timestamp
-from fixtures.waits import TIMEOUTS, Observation, eventually
+from karpenter_e2e.checks.manifests import Bundle, Manifest
+from karpenter_e2e.fixtures.kube import NODECLAIM, NODEPOOL, Kube
+from karpenter_e2e.fixtures.timings import timestamp
+from karpenter_e2e.fixtures.waits import TIMEOUTS, Observation, eventually
 
 QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled
 # Karpenter's disruption poll (10 s) + its command validation (15 s) + 5 s.
@@ -51,7 +51,7 @@ class Settler:
         self._signature, self._changed = None, time.time()
 
     def _pods_by_workload(self) -> tuple[dict[str, int], list]:
-        from checks.observe import pod_workload
+        from karpenter_e2e.checks.observe import pod_workload
         counts, pods = {}, []
         for ns in sorted(self.bundle.namespaces):
             for pod in self.kube.pods(ns):

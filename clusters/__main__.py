@@ -1,5 +1,5 @@
 import sys
 
-from clusters.cli import main
+from karpenter_e2e.clusters.cli import main
 
 sys.exit(main())

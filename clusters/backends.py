@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from clusters.errors import ClusterError
-from clusters.local import versions
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import versions
 
 MODES = ("local", "aws-sim", "kind", "eks")
 
@@ -56,7 +56,7 @@ def add_options(add: Callable[..., Any], prefix: str = "--") -> None:
 
 
 def _catalogue_exclude(opts: Any):
-    from clusters.local import catalogue
+    from karpenter_e2e.clusters.local import catalogue
     spec = getattr(opts, "catalogue_without", None)
     if not spec:
         return None
@@ -70,7 +70,7 @@ def _mutant(opts: Any):
     path = getattr(opts, "karpenter_patch", None)
     if not path:
         return None
-    from clusters import mutants
+    from karpenter_e2e.clusters import mutants
     if not Path(path).is_file():
         raise ClusterError(f"--karpenter-patch {path}: no such file")
     mutant = mutants.parse(Path(path))
@@ -83,7 +83,7 @@ def _mutant(opts: Any):
 def create(opts: Any):
     mode = opts.cluster
     if mode == "local":
-        from clusters.local.cluster import LocalCluster
+        from karpenter_e2e.clusters.local.cluster import LocalCluster
         return LocalCluster(opts.cluster_name, opts.karpenter_version,
                             apiserver_port=getattr(opts, "apiserver_port", None),
                             catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts))
@@ -91,7 +91,7 @@ def create(opts: Any):
         if getattr(opts, "catalogue_without", None):
             raise ClusterError("--catalogue-without is for local and kind mode (aws-sim's "
                                "instance types are EC2's, as the fake AWS serves them)")
-        from clusters.awssim.cluster import AwsSimCluster
+        from karpenter_e2e.clusters.awssim.cluster import AwsSimCluster
         name = opts.cluster_name
         if name == "karpenter-e2e":  # the default: never share a run directory with local
             # (nor a prefix of it: older harnesses find processes by run-directory substring)
@@ -101,7 +101,7 @@ def create(opts: Any):
                              ami=getattr(opts, "eks_ami", None) or "al2023@latest",
                              mutant=_mutant(opts))
     if mode == "kind":
-        from clusters.kind.cluster import KindCluster
+        from karpenter_e2e.clusters.kind.cluster import KindCluster
         return KindCluster(opts.cluster_name, opts.karpenter_version,
                            node_image=getattr(opts, "kind_image", None),
                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts))
@@ -112,7 +112,7 @@ def create(opts: Any):
         if getattr(opts, "karpenter_patch", None):
             raise ClusterError("--karpenter-patch needs a Karpenter the harness builds "
                                "(local or kind); eks runs the Helm-installed one")
-        from clusters.eks.cluster import EksCluster
+        from karpenter_e2e.clusters.eks.cluster import EksCluster
         return EksCluster(opts.cluster_name, Path(opts.kubeconfig), context=opts.kube_context,
                           region=opts.region, node_role=opts.node_role,
                           subnet_tag=opts.eks_subnet_tag,

@@ -1,4 +1,4 @@
-"""`python -m clusters up|down|status|logs|build`: the cluster lifecycle by hand."""
+"""`python -m karpenter_e2e.clusters up|down|status|logs|build`: the cluster lifecycle by hand."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import argparse
 import logging
 import sys
 
-from clusters import backends
-from clusters.errors import ClusterError
+from karpenter_e2e.clusters import backends
+from karpenter_e2e.clusters.errors import ClusterError
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clusters", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters", description=__doc__)
     p.add_argument("command", choices=["up", "down", "status", "logs", "build"])
     backends.add_options(p.add_argument)
     p.add_argument("--reuse", action="store_true", help="up: reuse a healthy running cluster")
@@ -19,10 +19,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         if args.command == "build":
-            from clusters.local import build
+            from karpenter_e2e.clusters.local import build
             paths = build.build_all()
             if args.cluster == "aws-sim":  # plus Karpenter's AWS provider
-                from clusters.awssim import build as awsbuild
+                from karpenter_e2e.clusters.awssim import build as awsbuild
                 paths.append(awsbuild.binary(args.karpenter_version))
             print(f"{len(paths)} binaries ready in {build.bin_dir()}")
             return 0

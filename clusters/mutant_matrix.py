@@ -1,4 +1,4 @@
-"""`python -m clusters.mutant_matrix`: run the scenarios against mutated Karpenters (kill matrix).
+"""`python -m karpenter_e2e.clusters.mutant_matrix`: run the scenarios against mutated Karpenters (kill matrix).
 
 For each mutant (``mutants/*.patch`` or ``--mutant-dir``): build karpenter-kwok (``--cluster
 aws-sim``: Karpenter's AWS provider) from the pinned module with the patch applied, bring up
@@ -26,10 +26,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from clusters import mutants as mutants_mod
-from clusters.errors import ClusterError
-from clusters.local import build
-from clusters.mutants import Mutant
+from karpenter_e2e.clusters import mutants as mutants_mod
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import build
+from karpenter_e2e.clusters.mutants import Mutant
 
 log = logging.getLogger("karpenter_e2e.mutants")
 
@@ -145,7 +145,7 @@ class Matrix:
 
     def build_mutant(self, m: Mutant) -> None:
         if self.mode == "aws-sim":
-            from clusters.awssim import build as awsbuild
+            from karpenter_e2e.clusters.awssim import build as awsbuild
             awsbuild.build_mutant(m)
         else:
             build.build_mutant(m)
@@ -153,7 +153,7 @@ class Matrix:
     def build_releases(self) -> None:
         versions = sorted({m.version for m in self.mutants})
         if self.mode == "aws-sim":
-            from clusters.awssim import build as awsbuild
+            from karpenter_e2e.clusters.awssim import build as awsbuild
             for v in versions:
                 awsbuild.binary(v)
         else:
@@ -322,7 +322,7 @@ def write_allure(alluredir: Path, result: dict) -> None:
     """One Allure test result per mutant (passed = killed), plus the matrix as a global file."""
     import uuid
 
-    from reports import allure_files
+    from karpenter_e2e.reports import allure_files
     alluredir.mkdir(parents=True, exist_ok=True)
     now = int(time.time() * 1000)
     for m in result["mutants"]:
@@ -342,7 +342,7 @@ def write_allure(alluredir: Path, result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clusters.mutant_matrix", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters.mutant_matrix", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mutants", default="", help="names to run, space or comma separated "
                                                  "(default: every *.patch in the folder)")

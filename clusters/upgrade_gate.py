@@ -1,4 +1,4 @@
-"""`python -m clusters.upgrade_gate --from v1.14.3 --to v1.15.0`: the upgrade acceptance gate.
+"""`python -m karpenter_e2e.clusters.upgrade_gate --from v1.14.3 --to v1.15.0`: the upgrade acceptance gate.
 
 0. Performance side by side: the scale case sized by --perf-pods (scenario scale-perf in
    suites/test_scale.py) on FROM and on TO, each on a fresh cluster of that version, both at
@@ -23,9 +23,9 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from clusters import backends
-from clusters.errors import ClusterError
-from clusters.local import build, versions
+from karpenter_e2e.clusters import backends
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import build, versions
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
@@ -51,7 +51,7 @@ def check_versions(mode: str, from_v: str, to_v: str) -> None:
                                    f"{', '.join(versions.KARPENTER_VERSIONS)}")
             build.build(build.find("karpenter-kwok", v))  # a version that does not build stops here
     if mode == "aws-sim":
-        from clusters.awssim import build as awsbuild
+        from karpenter_e2e.clusters.awssim import build as awsbuild
         for v in (from_v, to_v):
             awsbuild.binary(v)  # refuses a version aws-sim does not pin; builds it otherwise
 
@@ -112,7 +112,7 @@ def markdown(v: dict) -> str:
 
 def compare_perf(out: Path, from_v: str, to_v: str, limits: dict[str, float]) -> dict:
     """The two perf phases' measurements, compared: reasons, the table and the picture."""
-    from reports import perf_chart, perf_comparison
+    from karpenter_e2e.reports import perf_chart, perf_comparison
     runs, missing = [], []
     for v in (from_v, to_v):
         try:
@@ -159,7 +159,7 @@ def pytest_together(runs: list[tuple[list[str], Path]]) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clusters.upgrade_gate", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters.upgrade_gate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="from_v", required=True)
     p.add_argument("--to", dest="to_v", required=True)
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="self-test: ship a disruptive NodePool change with the upgrade")
     p.add_argument("--out", type=Path, default=REPORTS / "upgrade-gate")
     args = p.parse_args(argv)
-    from reports import perf_comparison
+    from karpenter_e2e.reports import perf_comparison
     try:
         if args.perf_pods < 0:
             raise ClusterError(f"--perf-pods {args.perf_pods}: a number of pods, or 0 to skip")
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     v = verdict(phases, args.from_v, args.to_v, perf)
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     (args.out / "verdict.md").write_text(markdown(v))
-    from reports import allure_files
+    from karpenter_e2e.reports import allure_files
     allure_files.attach_globally(args.out / "allure-results", "Upgrade gate verdict", markdown(v))
     if perf:
         allure_files.attach_globally(args.out / "allure-results", "Upgrade gate performance",

@@ -5,7 +5,7 @@ Running (top) and the pool's nodes (bottom), with each run's scale-to-0 call dot
 Right, each figure's TO/FROM ratio as a bar, its limit as a tick, 1 (no change) as a line;
 the bar is red when the figure fails the gate.
 
-``python -m reports.perf_chart FROM.json TO.json OUT.png`` draws it from two measurement
+``python -m karpenter_e2e.reports.perf_chart FROM.json TO.json OUT.png`` draws it from two measurement
 files (``timings/*.json`` of the scale-perf scenario).
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from reports import perf_comparison
-from reports.perf_comparison import Row
+from karpenter_e2e.reports import perf_comparison
+from karpenter_e2e.reports.perf_comparison import Row
 
 COLOURS = ("#4e79a7", "#f28e2b")  # FROM, TO
 OK, OVER = "#59a14f", "#e15759"
@@ -111,7 +111,7 @@ def _ratios(ax, rows: list[Row]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m reports.perf_chart", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.reports.perf_chart", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("before", type=Path)
     p.add_argument("after", type=Path)

@@ -1,7 +1,7 @@
 """The upgrade gate's performance comparison: the measured scale case (scenario
 ``scale-perf``) on FROM and on TO, each figure as a TO/FROM ratio against a limit.
 
-``python -m reports.perf_comparison FROM.json TO.json [--max-ratio 1.5] [--ratios k=v,...]``
+``python -m karpenter_e2e.reports.perf_comparison FROM.json TO.json [--max-ratio 1.5] [--ratios k=v,...]``
 compares two runs' measurement files (``timings/*.json``) by hand, e.g. a version with
 itself to see the noise.
 """
@@ -139,7 +139,7 @@ def load(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m reports.perf_comparison", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.reports.perf_comparison", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("before", type=Path, help="FROM's measurements (file or run directory)")
     p.add_argument("after", type=Path, help="TO's measurements (file or run directory)")

@@ -16,7 +16,7 @@ and marks (dotted lines, e.g. "inflate 3→0"); setup and teardown in grey; on a
 scenario, a red line where the test body ended.
 
 Input is the dict ``fixtures.timeline.Timeline.snapshot`` returns (also written as JSON next
-to the picture); ``python -m reports.timeline_chart SNAPSHOT.json OUT.png`` draws one again,
+to the picture); ``python -m karpenter_e2e.reports.timeline_chart SNAPSHOT.json OUT.png`` draws one again,
 from its recording.
 """
 
@@ -301,11 +301,11 @@ def _events(ax, events: list[dict], reasons: list[str], end: float) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m reports.timeline_chart SNAPSHOT.json OUT.png", file=sys.stderr)
+        print("usage: python -m karpenter_e2e.reports.timeline_chart SNAPSHOT.json OUT.png", file=sys.stderr)
         return 2
     snap = json.loads(Path(argv[0]).read_text())
     if "declared" in snap:  # reduce the recording again, with this version's reductions
-        from fixtures.timeline import Timeline
+        from karpenter_e2e.fixtures.timeline import Timeline
         snap = Timeline.from_snapshot(snap).snapshot(snap["outcome"])
     render(snap, Path(argv[1]))
     return 0

@@ -7,9 +7,9 @@ from collections import Counter
 import allure
 import pytest
 
-from fixtures.expect import (CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, condition,
+from karpenter_e2e.fixtures.expect import (CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, condition,
                              describe_claims)
-from fixtures.waits import Observation
+from karpenter_e2e.fixtures.waits import Observation
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"app": "inflate"}}}]

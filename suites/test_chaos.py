@@ -9,9 +9,9 @@ import time
 import allure
 import pytest
 
-from fixtures.adversary import NodeTainter
-from fixtures.expect import condition
-from fixtures.waits import Observation
+from karpenter_e2e.fixtures.adversary import NodeTainter
+from karpenter_e2e.fixtures.expect import condition
+from karpenter_e2e.fixtures.waits import Observation
 
 pytestmark = pytest.mark.nightly
 

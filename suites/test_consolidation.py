@@ -5,8 +5,8 @@ import time
 import allure
 import pytest
 
-from fixtures.expect import INSTANCE_TYPE, condition, describe_claims, price
-from fixtures.timings import timestamp
+from karpenter_e2e.fixtures.expect import INSTANCE_TYPE, condition, describe_claims, price
+from karpenter_e2e.fixtures.timings import timestamp
 
 CONSOLIDATE_AFTER = 30  # seconds, the workshop's consolidateAfter
 # Karpenter's own loop periods bound how late an empty node may go (pkg/controllers/disruption):

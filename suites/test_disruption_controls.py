@@ -10,9 +10,9 @@ import time
 import allure
 import pytest
 
-from fixtures.expect import condition
-from fixtures.waits import Observation
-from fixtures.workloads import ONE_PER_NODE
+from karpenter_e2e.fixtures.expect import condition
+from karpenter_e2e.fixtures.waits import Observation
+from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
 EMPTY_AT_ONCE = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s"}

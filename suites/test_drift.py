@@ -5,9 +5,9 @@ import time
 import allure
 import pytest
 
-from fixtures.expect import DRIFT_MARK_S, condition
-from fixtures.pacing import ExpirationPacing
-from fixtures.timings import timestamp
+from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, condition
+from karpenter_e2e.fixtures.pacing import ExpirationPacing
+from karpenter_e2e.fixtures.timings import timestamp
 
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
 HOLD_S = 60  # drift-blocked: how long nothing may happen while do-not-disrupt stands

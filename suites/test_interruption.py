@@ -7,8 +7,8 @@ ran. Never run against AWS yet (see README); in local and kind mode it is skippe
 import allure
 import pytest
 
-from fixtures.expect import CAPACITY_TYPE
-from fixtures.waits import Observation
+from karpenter_e2e.fixtures.expect import CAPACITY_TYPE
+from karpenter_e2e.fixtures.waits import Observation
 
 
 @pytest.mark.scenario("interruption")

@@ -3,8 +3,8 @@
 import allure
 import pytest
 
-from fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, describe_claims
-from fixtures.workloads import ONE_PER_NODE
+from karpenter_e2e.fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, describe_claims
+from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 ARCH = "kubernetes.io/arch"
 ZONE = "topology.kubernetes.io/zone"

@@ -5,8 +5,8 @@ import time
 import allure
 import pytest
 
-from fixtures.expect import condition
-from fixtures.waits import Observation
+from karpenter_e2e.fixtures.expect import condition
+from karpenter_e2e.fixtures.waits import Observation
 
 pytestmark = pytest.mark.upgrade_gate
 

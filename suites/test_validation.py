@@ -16,7 +16,7 @@ import allure
 import pytest
 from kubernetes.client.rest import ApiException
 
-from fixtures.expect import INSTANCE_TYPE, claim_requirement, describe_claims
+from karpenter_e2e.fixtures.expect import INSTANCE_TYPE, claim_requirement, describe_claims
 
 HOSTNAME = "kubernetes.io/hostname"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"

@@ -14,7 +14,7 @@ pytest_plugins = ["pytester"]
 def provider_module() -> Path:
     """The pinned Karpenter AWS provider module in the Go module cache (downloaded from the
     module proxy the first time; never from the open internet)."""
-    from clusters.eks import provider
+    from karpenter_e2e.clusters.eks import provider
     if not shutil.which("go"):
         pytest.skip("Go is not on PATH: the AWS provider's CRDs and sources are read from the "
                     f"Go module cache ({provider.MODULE}, go mod download)")
@@ -38,8 +38,8 @@ def bare_apiserver(tmp_path_factory):
     CEL rules, in a few seconds. Yields a kubectl runner bound to its kubeconfig."""
     import subprocess
 
-    from clusters.local import build, process
-    from fixtures.waits import Observation, eventually
+    from karpenter_e2e.clusters.local import build, process
+    from karpenter_e2e.fixtures.waits import Observation, eventually
 
     work = tmp_path_factory.mktemp("apiserver")
     binaries = {n: build.build(build.find(n)) for n in ("etcd", "kube-apiserver", "kubectl")}

@@ -10,8 +10,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from clusters.eks import account
-from clusters.eks.account import AccountError, ensure_spot_role, missing_from_stack
+from karpenter_e2e.clusters.eks import account
+from karpenter_e2e.clusters.eks.account import AccountError, ensure_spot_role, missing_from_stack
 
 EKSCTL = Path(__file__).resolve().parents[1] / "clusters" / "eks" / "eksctl.yaml"
 SPLIT_POLICIES = ("NodeLifecycle", "IAMIntegration", "EKSIntegration", "Interruption",

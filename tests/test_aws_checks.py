@@ -10,7 +10,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from clusters.eks.aws import AwsCheckError, AwsChecks, RetryPolicy
+from karpenter_e2e.clusters.eks.aws import AwsCheckError, AwsChecks, RetryPolicy
 
 REGION = "us-west-2"
 CLUSTER = "e2e-test"

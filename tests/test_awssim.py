@@ -10,10 +10,10 @@ import pytest
 from moto import mock_aws
 from moto.backends import get_backend
 
-from clusters.awssim import build as awsbuild
-from clusters.awssim import moto_ext, seed
-from clusters.awssim.registrar import node_for, parse_bootstrap
-from clusters.local import versions
+from karpenter_e2e.clusters.awssim import build as awsbuild
+from karpenter_e2e.clusters.awssim import moto_ext, seed
+from karpenter_e2e.clusters.awssim.registrar import node_for, parse_bootstrap
+from karpenter_e2e.clusters.local import versions
 
 REGION = "us-west-2"
 ZONES = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"]
@@ -199,7 +199,7 @@ def test_pids_using_matches_the_run_directory_as_a_whole_path(tmp_path):
     import subprocess
     import sys
 
-    from clusters.local import process
+    from karpenter_e2e.clusters.local import process
 
     short, longer = tmp_path / "karpenter-e2e", tmp_path / "karpenter-e2e-awssim"
     procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", str(d / "bin")])
@@ -214,7 +214,7 @@ def test_pids_using_matches_the_run_directory_as_a_whole_path(tmp_path):
 
 
 def test_registrar_reserves_what_nodeadm_does_when_karpenter_names_nothing():
-    from clusters.awssim.registrar import Bootstrap, nodeadm_reserved
+    from karpenter_e2e.clusters.awssim.registrar import Bootstrap, nodeadm_reserved
     assert round(nodeadm_reserved(2, 29)["cpu"] * 1000) == 70
     assert round(nodeadm_reserved(16, 234)["cpu"] * 1000) == 60 + 10 + 10 + 30
     instance = {"InstanceId": "i-1", "InstanceType": "c6a.large",

@@ -21,9 +21,9 @@ from pathlib import Path
 import boto3
 import pytest
 
-from clusters.awssim.cluster import REGION, AwsSimCluster
-from clusters.local import process
-from fixtures.waits import Observation, eventually
+from karpenter_e2e.clusters.awssim.cluster import REGION, AwsSimCluster
+from karpenter_e2e.clusters.local import process
+from karpenter_e2e.fixtures.waits import Observation, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVISIONING = "suites/test_provisioning.py::test_scale_up_provisions_nodes_that_satisfy_the_nodepool"
@@ -113,7 +113,7 @@ def test_sweep_removes_what_karpenter_made_for_a_run_that_died(sim):
         left = tagged_for(sim)
 
         started = time.monotonic()
-        swept = subprocess.run([sys.executable, "-m", "clusters.eks.sweep", "--aws-sim",
+        swept = subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters.eks.sweep", "--aws-sim",
                                 sim.name, "--max-age", "0s"], cwd=ROOT, capture_output=True,
                                text=True, timeout=300)
         took = time.monotonic() - started

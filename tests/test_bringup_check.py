@@ -3,9 +3,9 @@ loaded machine, where kube-controller-manager gave up at start while the API ans
 
 import pytest
 
-from clusters.base import Status
-from clusters.errors import ClusterError
-from clusters.local.cluster import LocalCluster
+from karpenter_e2e.clusters.base import Status
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local.cluster import LocalCluster
 
 
 def test_a_component_dead_after_bring_up_is_an_error_naming_it(monkeypatch):

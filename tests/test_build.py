@@ -2,8 +2,8 @@
 
 import pytest
 
-from clusters.errors import ClusterError
-from clusters.local import build, versions
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import build, versions
 
 
 def test_every_binary_is_keyed_by_version_in_the_user_cache(tmp_path, monkeypatch):

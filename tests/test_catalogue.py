@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from clusters.local import catalogue
-from clusters.local.catalogue_table import TYPES, ZONES
-from fixtures.nodepools import load_spec
-from fixtures.requirements import satisfies
+from karpenter_e2e.clusters.local import catalogue
+from karpenter_e2e.clusters.local.catalogue_table import TYPES, ZONES
+from karpenter_e2e.fixtures.nodepools import load_spec
+from karpenter_e2e.fixtures.requirements import satisfies
 
 
 def offering_labels(offering):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters.local import build, process
+from karpenter_e2e.clusters.local import build, process
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -27,7 +27,7 @@ NAME = f"check-t-{os.getpid()}"
 
 def run_check(folder: Path, reports: Path, *args: str, name: str = NAME,
               keep: bool = True) -> tuple[subprocess.CompletedProcess, dict | None]:
-    cmd = [sys.executable, "-m", "checks", str(folder), "--cluster-name", name,
+    cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster-name", name,
            "--reports-dir", str(reports), *(["--keep-cluster"] if keep else []), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
     found = sorted(reports.glob("runs/check-*/check.json"))
@@ -36,10 +36,10 @@ def run_check(folder: Path, reports: Path, *args: str, name: str = NAME,
 
 @pytest.fixture(scope="module")
 def cluster():
-    subprocess.run([sys.executable, "-m", "clusters", "up", "--reuse", "--cluster-name", NAME],
+    subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "up", "--reuse", "--cluster-name", NAME],
                    check=True, capture_output=True, cwd=REPO, timeout=600)
     yield NAME
-    subprocess.run([sys.executable, "-m", "clusters", "down", "--cluster-name", NAME],
+    subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "down", "--cluster-name", NAME],
                    capture_output=True, cwd=REPO, timeout=300)
     shutil.rmtree(build.cache_dir() / "clusters" / NAME, ignore_errors=True)
 

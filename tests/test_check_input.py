@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from checks import expectations, manifests
-from checks.expectations import ExpectError
-from checks.manifests import ManifestError
-from checks.observe import NodeView, PodView, PoolView, Snapshot
-from checks.run import plan
+from karpenter_e2e.checks import expectations, manifests
+from karpenter_e2e.checks.expectations import ExpectError
+from karpenter_e2e.checks.manifests import ManifestError
+from karpenter_e2e.checks.observe import NodeView, PodView, PoolView, Snapshot
+from karpenter_e2e.checks.run import plan
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -155,12 +155,12 @@ def test_bad_input_exits_2_before_anything_starts(tmp_path):
     name = f"check-badinput-{int(time.time())}"
     d = folder(tmp_path, **{"pool.yaml": POOL, "app.yaml": DEPLOY.replace("NS", "default")})
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "checks", str(d), "--cluster-name", name,
+    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.checks", str(d), "--cluster-name", name,
                            "--reports-dir", str(tmp_path / "reports")],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "bad input, nothing started" in proc.stderr and "pool.yaml (document 0)" in proc.stderr
-    from clusters.local import build, process
+    from karpenter_e2e.clusters.local import build, process
     run_dir = build.cache_dir() / "clusters" / name
     assert not run_dir.exists()
     assert not process.pids_using(str(run_dir))
@@ -259,8 +259,8 @@ MULTI_POOL = ("gpu-inference-86b8d779f8-pgvxr FailedScheduling (karpenter): Fail
 
 
 def test_the_clause_of_the_pool_the_pod_was_meant_for():
-    from checks.observe import _closest_clause
-    from fixtures.diagnosis import Evidence, verdict
+    from karpenter_e2e.checks.observe import _closest_clause
+    from karpenter_e2e.fixtures.diagnosis import Evidence, verdict
     asks = {"karpenter.k8s.aws/instance-gpu-name", "cpu", "memory", "nvidia.com/gpu"}
     assert verdict(Evidence(messages=[_closest_clause(MULTI_POOL, asks)])).startswith(
         "no instance type fits")
@@ -275,7 +275,7 @@ def test_the_clause_of_the_pool_the_pod_was_meant_for():
 def test_a_vacuous_limit_clause_does_not_hide_the_missing_type():
     """Captured: the GPU pool without g5 and, for the same pod, a limit clause about the
     api pool, whose types the pod's A10G requirement filtered out."""
-    from checks.observe import _closest_clause
+    from karpenter_e2e.checks.observe import _closest_clause
     message = MULTI_POOL.replace("did not tolerate taint (taint=workload=api:NoSchedule)",
                                  "all available instance types exceed limits for nodepool "
                                  "(NodePool=api)")

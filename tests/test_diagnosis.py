@@ -2,7 +2,7 @@
 
 import pytest
 
-from fixtures.diagnosis import Evidence, collect, own_clauses, verdict
+from karpenter_e2e.fixtures.diagnosis import Evidence, collect, own_clauses, verdict
 
 # Karpenter event messages (reason FailedScheduling, source karpenter) seen in local runs.
 LIMIT = ("inflate-5f7d787bf5-vdlpn FailedScheduling (karpenter): Failed to schedule pod, all "
@@ -113,7 +113,7 @@ def nodeclass(name: str, ready: str, ami_status: str, ami_message: str) -> dict:
 
 
 def test_nodeclass_unknown_counts_only_beside_karpenters_reconcile_error():
-    from fixtures.diagnosis import nodeclass_messages
+    from karpenter_e2e.fixtures.diagnosis import nodeclass_messages
     stuck = NodeClasses(nodeclass("ssm-aaaaaa", "Unknown", "Unknown", "object is awaiting reconciliation"))
     assert nodeclass_messages(stuck, None, "aaaaaa", "") == []  # just created: not yet a verdict
     said = nodeclass_messages(stuck, None, "aaaaaa", NO_ALIAS)
@@ -131,8 +131,8 @@ def test_an_ec2nodeclass_the_api_server_rejects_is_named_with_its_reason(bare_ap
                                                                           tmp_path):
     """The real CRD (CEL rules) on a real API server: the harness's create says which object
     was refused and the API server's words, not a bare 422."""
-    from clusters.eks.cluster import EksCluster
-    from fixtures.kube import Kind, Kube, Rejected
+    from karpenter_e2e.clusters.eks.cluster import EksCluster
+    from karpenter_e2e.fixtures.kube import Kind, Kube, Rejected
     assert bare_apiserver("apply", "--server-side", "--force-conflicts",
                           "-f", str(provider_module / "pkg" / "apis" / "crds")).returncode == 0
     assert bare_apiserver("wait", "--for=condition=Established", "--timeout=60s",

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from clusters.eks import provider
-from clusters.eks.cluster import EksCluster
-from fixtures.isolation import TestScope
-from fixtures.nodepools import NodeClassRef, NodePoolFactory, _merge
+from karpenter_e2e.clusters.eks import provider
+from karpenter_e2e.clusters.eks.cluster import EksCluster
+from karpenter_e2e.fixtures.isolation import TestScope
+from karpenter_e2e.fixtures.nodepools import NodeClassRef, NodePoolFactory, _merge
 
 SCOPE = TestScope.for_test("1130120000ab", "suites/test_drift.py::test_new_ami")
 OLD_AMI, NEW_AMI = "ami-0123456789abcdef0", "ami-0fedcba9876543210"

@@ -10,9 +10,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from clusters.eks import cluster as eks
-from clusters.eks.cluster import CRDS, Deployment, EksCluster, KubeApi, helm_upgrade_commands
-from clusters.errors import ClusterError
+from karpenter_e2e.clusters.eks import cluster as eks
+from karpenter_e2e.clusters.eks.cluster import CRDS, Deployment, EksCluster, KubeApi, helm_upgrade_commands
+from karpenter_e2e.clusters.errors import ClusterError
 
 NAME = "e2e-test"
 HOWTO = (f"kubectl -n kube-system create configmap karpenter-e2e-opt-in "
@@ -283,5 +283,5 @@ def test_down_and_reap_touch_nothing():
 
 
 def test_up_reports_ec2s_launch_time_for_pacing(ec2):
-    from clusters.eks.cluster import NODE_LAUNCH_S
+    from karpenter_e2e.clusters.eks.cluster import NODE_LAUNCH_S
     assert make(FakeApi(configmap={"cluster": NAME}), ec2=ec2).up().node_launch_s == NODE_LAUNCH_S

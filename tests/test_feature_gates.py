@@ -3,9 +3,9 @@ pinned versions know the gates (an unknown gate would silently do nothing)."""
 
 import pytest
 
-from clusters.awssim.cluster import AwsSimCluster
-from clusters.local import build, versions
-from clusters.local.cluster import FEATURE_GATES, LocalCluster
+from karpenter_e2e.clusters.awssim.cluster import AwsSimCluster
+from karpenter_e2e.clusters.local import build, versions
+from karpenter_e2e.clusters.local.cluster import FEATURE_GATES, LocalCluster
 
 
 def test_local_mode_turns_on_its_gates_and_tells_the_suites():

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from kubernetes import client
 
-from fixtures.expect import GPU_ADVERTISE_S, gpu_resource_missing
+from karpenter_e2e.fixtures.expect import GPU_ADVERTISE_S, gpu_resource_missing
 
 NOW = datetime(2026, 11, 30, 3, 40, tzinfo=timezone.utc).timestamp()
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters.errors import ClusterError
-from clusters.kind import cluster as kind_mode
-from clusters.kind.cluster import KWOK_STAGES, KindCluster
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.kind import cluster as kind_mode
+from karpenter_e2e.clusters.kind.cluster import KWOK_STAGES, KindCluster
 
 DOCKER_DOWN = ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
                "Is the docker daemon running?")
@@ -199,7 +199,7 @@ def test_start_kwok_runs_kwok_against_kinds_kubeconfig(cluster, monkeypatch, tmp
 def test_real_kwok_module_has_the_stage_files():
     # The paths above are the kwok module's; fail here, not at bring-up, if they move.
     # Read from the module cache only (local mode's builds put kwok there): no network.
-    from clusters.local import versions
+    from karpenter_e2e.clusters.local import versions
     if not shutil.which("go"):
         pytest.skip("no Go on PATH, so no module cache")
     modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True,

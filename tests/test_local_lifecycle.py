@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from clusters.errors import ClusterError
-from clusters.local import process
-from clusters.local.cluster import LocalCluster
-from fixtures.waits import Observation, eventually
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import process
+from karpenter_e2e.clusters.local.cluster import LocalCluster
+from karpenter_e2e.fixtures.waits import Observation, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,7 +107,7 @@ def test_karpenter_exiting_at_start_shows_its_log_tail(make_cluster, monkeypatch
 def test_ctrl_c_during_up_leaves_nothing_behind(tmp_path):
     name = f"lc-int-{os.getpid()}"
     c = LocalCluster(name)
-    proc = subprocess.Popen([sys.executable, "-m", "clusters", "up", "--cluster-name", name],
+    proc = subprocess.Popen([sys.executable, "-m", "karpenter_e2e.clusters", "up", "--cluster-name", name],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
@@ -126,7 +126,7 @@ def test_ctrl_c_during_up_leaves_nothing_behind(tmp_path):
 
 def test_eks_guard_refuses_a_real_cluster_that_is_not_opted_in(make_cluster):
     """The local cluster stands in for an EKS cluster: without the marker, eks mode refuses."""
-    from clusters.eks.cluster import EksCluster
+    from karpenter_e2e.clusters.eks.cluster import EksCluster
 
     local = make_cluster("eksguard")
     local.up()
@@ -153,9 +153,9 @@ def test_eks_guard_refuses_a_real_cluster_that_is_not_opted_in(make_cluster):
 
 def test_a_node_left_without_its_nodeclaim_fails_the_test_with_its_name(make_cluster,
                                                                           monkeypatch):
-    from fixtures import plugin
-    from fixtures.isolation import TestScope
-    from fixtures.kube import Kube
+    from karpenter_e2e.fixtures import plugin
+    from karpenter_e2e.fixtures.isolation import TestScope
+    from karpenter_e2e.fixtures.kube import Kube
 
     c = make_cluster("leak")
     info = c.up()

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from clusters import mutants
-from clusters.errors import ClusterError
-from clusters.mutant_matrix import ROOT, Cell, Row, classify, known_scenarios, markdown, verdict
+from karpenter_e2e.clusters import mutants
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.mutant_matrix import ROOT, Cell, Row, classify, known_scenarios, markdown, verdict
 
 PATCH = """# regression: limits ignored
 # scenarios: limits, provisioning
@@ -124,7 +124,7 @@ def test_bad_input_stops_the_matrix_before_anything_runs(tmp_path):
     for args, message in ((["--mutants", "nope"], "unknown mutant nope"),
                           (["--mutant-dir", str(tmp_path)], "unknown scenario ids no-such-scenario"),
                           (["--mutant-dir", str(tmp_path / "missing")], "no mutant folder")):
-        proc = subprocess.run([sys.executable, "-m", "clusters.mutant_matrix", *args], cwd=ROOT,
+        proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters.mutant_matrix", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr
@@ -144,7 +144,7 @@ def test_a_fault_has_options_and_no_diff(tmp_path):
 def test_a_mutant_that_does_not_build_names_the_compiler_line(tmp_path, monkeypatch):
     """A real `go build` of the pinned module with a broken patch: the error names the mutant
     and the compiler's file:line, and nothing is cached."""
-    from clusters.local import build
+    from karpenter_e2e.clusters.local import build
 
     (tmp_path / "broken.patch").write_text(
         "# regression: does not compile\n# scenarios: provisioning\n# family: lifecycle\n"
@@ -198,7 +198,7 @@ def test_a_crd_mutant_patches_copies_of_the_crd_folders_only(tmp_path):
 
 
 def test_the_shipped_crd_mutant_changes_the_installed_nodepool_crd(tmp_path):
-    from clusters.local import build, versions
+    from karpenter_e2e.clusters.local import build, versions
     m = mutants.parse(ROOT / "mutants" / "nodepool-crd-rules-dropped.patch")
     module = build.download_module("sigs.k8s.io/karpenter", m.version, versions.GO_TOOLCHAIN)
     dirs = mutants.apply_to_dirs(m, module, ["kwok/charts/crds", "kwok/apis/crds"], tmp_path / "c")
@@ -233,7 +233,7 @@ def test_provider_mutants_run_in_aws_sim_only(tmp_path):
 def test_a_provider_patch_is_refused_outside_aws_sim():
     from types import SimpleNamespace
 
-    from clusters import backends
+    from karpenter_e2e.clusters import backends
     opts = SimpleNamespace(cluster="local", cluster_name="x", karpenter_version="v1.15.0",
                            karpenter_patch=str(mutants.MUTANTS_DIR / "spot-interruption-ignored.patch"))
     with pytest.raises(ClusterError, match="patches github.com/aws/karpenter-provider-aws, which "
@@ -245,7 +245,7 @@ def test_a_provider_patch_is_refused_outside_aws_sim():
 
 
 def test_the_aws_sim_matrix_names_its_clusters_and_passes_the_mode(tmp_path, monkeypatch):
-    from clusters import mutant_matrix
+    from karpenter_e2e.clusters import mutant_matrix
     m = mutants.parse(mutants.MUTANTS_DIR / "spot-interruption-ignored.patch")
     matrix = mutant_matrix.Matrix([m], tmp_path, 1, [], mode="aws-sim")
     seen = {}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from clusters.eks import account, provider
-from clusters.local import versions
+from karpenter_e2e.clusters.eks import account, provider
+from karpenter_e2e.clusters.local import versions
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / ".github" / "workflows" / "nightly.yml"
@@ -63,7 +63,7 @@ def test_eksctl_attaches_only_policies_upstreams_stack_defines(provider_module):
 def test_workflow_checks_the_downloaded_template_before_making_the_cluster():
     names = list(steps())
     account_step = steps()["account (spot role, Karpenter's stack)"]["run"]
-    assert "clusters.eks.account check-stack" in account_step
+    assert "karpenter_e2e.clusters.eks.account check-stack" in account_step
     assert account_step.index("check-stack") < account_step.index("aws cloudformation deploy")
     assert names.index("account (spot role, Karpenter's stack)") \
         < names.index("cluster (create or reuse)")
@@ -79,7 +79,7 @@ def test_workflow_template_is_the_installed_release():
 # ---- 3: the spot service-linked role, before anything launches --------------------------------
 def test_workflow_makes_the_spot_role_before_the_cluster():
     run = steps()["account (spot role, Karpenter's stack)"]["run"]
-    assert "clusters.eks.account spot-role" in run
+    assert "karpenter_e2e.clusters.eks.account spot-role" in run
     assert "|| true" not in run  # only "already exists" is forgiven, by the module
 
 

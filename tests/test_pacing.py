@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from clusters.base import ClusterInfo
-from clusters.eks.cluster import NODE_LAUNCH_S
-from fixtures.pacing import ExpirationPacing
+from karpenter_e2e.clusters.base import ClusterInfo
+from karpenter_e2e.clusters.eks.cluster import NODE_LAUNCH_S
+from karpenter_e2e.fixtures.pacing import ExpirationPacing
 
 
 def info(mode: str, **kwargs) -> ClusterInfo:

@@ -4,9 +4,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from clusters.base import Status
-from clusters.errors import ClusterError
-from fixtures.plugin import _preflight
+from karpenter_e2e.clusters.base import Status
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.fixtures.plugin import _preflight
 
 
 class FakeKube:

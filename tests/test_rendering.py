@@ -1,8 +1,8 @@
 """Per-test rendering: workshop specs stay intact except names, discovery labels and nodeClassRef."""
 
-from fixtures.isolation import RUN_LABEL, TEST_LABEL, TestScope
-from fixtures.nodepools import NodeClassRef, load_spec, render_nodepool
-from fixtures.workloads import render_inflate
+from karpenter_e2e.fixtures.isolation import RUN_LABEL, TEST_LABEL, TestScope
+from karpenter_e2e.fixtures.nodepools import NodeClassRef, load_spec, render_nodepool
+from karpenter_e2e.fixtures.workloads import render_inflate
 
 SCOPE = TestScope.for_test("1129120000ab", "suites/test_x.py::test_y")
 KWOK = NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "v1alpha1")

@@ -2,8 +2,8 @@
 
 import json
 
-from reports import allure_files, summary
-from reports.redact import redact
+from karpenter_e2e.reports import allure_files, summary
+from karpenter_e2e.reports.redact import redact
 
 
 def test_redaction_removes_tokens_keys_and_kubeconfig_secrets():

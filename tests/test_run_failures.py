@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clusters.local import build, process
-from clusters.local.cluster import LocalCluster
-from fixtures.waits import Observation, eventually
+from karpenter_e2e.clusters.local import build, process
+from karpenter_e2e.clusters.local.cluster import LocalCluster
+from karpenter_e2e.fixtures.waits import Observation, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSOLIDATION_EMPTY = "suites/test_consolidation.py::test_empty_node_is_removed_after_consolidate_after"
@@ -160,8 +160,8 @@ def test_two_runs_write_their_own_reports_and_latest_points_at_the_last(tmp_path
 
     def run() -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "pytest", str(tmp_path / "test_tiny.py"),
-                                 "-p", "no:cacheprovider", "-p", "fixtures.reporting",
-                                 "-p", "fixtures.plugin", "--rootdir", str(tmp_path),
+                                 "-p", "no:cacheprovider", "-p", "karpenter_e2e.fixtures.reporting",
+                                 "-p", "karpenter_e2e.fixtures.plugin", "--rootdir", str(tmp_path),
                                  "--reports-dir", str(reports)],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
@@ -212,8 +212,8 @@ def test_a_build_shows_progress_and_the_last_duration(tmp_path, monkeypatch, cap
 # ---- a failing assert names objects, it does not dump them ---------------------------------
 def test_a_failing_assert_about_a_pool_prints_its_name_not_its_body(tmp_path):
     (tmp_path / "test_msg.py").write_text(textwrap.dedent("""
-        from fixtures.nodepools import NodePool
-        from fixtures.workloads import Inflate
+        from karpenter_e2e.fixtures.nodepools import NodePool
+        from karpenter_e2e.fixtures.workloads import Inflate
         def test_msg():
             pool = NodePool("team-a-abc123", {"spec": {"template": {"spec": {"requirements":
                 [{"key": "k%d" % i, "operator": "In", "values": ["v"] * 20} for i in range(20)]}}}},

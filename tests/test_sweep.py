@@ -10,10 +10,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from clusters.eks import sweep
-from clusters.eks.sweep import (EC2NODECLASSES, KWOKNODECLASSES, NAMESPACES, NODEPOOLS,
+from karpenter_e2e.clusters.eks import sweep
+from karpenter_e2e.clusters.eks.sweep import (EC2NODECLASSES, KWOKNODECLASSES, NAMESPACES, NODEPOOLS,
                                 harness_test_id, is_harness_instance, parse_age)
-from fixtures.isolation import RUN_LABEL, TEST_LABEL, TestScope
+from karpenter_e2e.fixtures.isolation import RUN_LABEL, TEST_LABEL, TestScope
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 CLUSTER = "e2e-test"

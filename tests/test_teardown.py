@@ -12,8 +12,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from clusters.eks import teardown
-from clusters.eks.teardown import (EC2NODECLASSES, NODECLAIMS, NODEPOOLS, Deadline,
+from karpenter_e2e.clusters.eks import teardown
+from karpenter_e2e.clusters.eks.teardown import (EC2NODECLASSES, NODECLAIMS, NODEPOOLS, Deadline,
                                    TeardownError, delete_instance_profiles,
                                    delete_launch_templates, delete_stack,
                                    remove_karpenter_objects, terminate_instances)

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client.rest import ApiException
 
-from fixtures import timeline as timeline_module
-from fixtures.timeline import (Recording, Timeline, karpenter_events, machines,
+from karpenter_e2e.fixtures import timeline as timeline_module
+from karpenter_e2e.fixtures.timeline import (Recording, Timeline, karpenter_events, machines,
                                nodeclaim_series, pod_series, scale_marks)
-from reports import timeline_chart
+from karpenter_e2e.reports import timeline_chart
 
 T0 = 1_790_000_000.0  # the test's start, wall clock
 DATA = Path(__file__).parent / "data"
@@ -256,8 +256,8 @@ import time
 
 import pytest
 
-from fixtures import reporting
-from fixtures.timeline import Recording, Timeline
+from karpenter_e2e.fixtures import reporting
+from karpenter_e2e.fixtures.timeline import Recording, Timeline
 
 
 @pytest.fixture
@@ -284,7 +284,7 @@ def test_skips(timeline):
 def test_every_scenario_that_ran_gets_its_picture_on_its_allure_result(pytester, tmp_path):
     """Through the real hooks (no cluster): the PNG lands on the test's own Allure result
     (not a fixture's teardown) and in the run's timelines/; a skipped test gets none."""
-    pytester.makeconftest('pytest_plugins = ["fixtures.reporting", "fixtures.plugin"]')
+    pytester.makeconftest('pytest_plugins = ["karpenter_e2e.fixtures.reporting", "karpenter_e2e.fixtures.plugin"]')
     pytester.makepyfile(test_demo=SCENARIO)
     alluredir, reports = tmp_path / "allure", tmp_path / "reports"
     result = pytester.runpytest_subprocess(f"--alluredir={alluredir}", f"--reports-dir={reports}",
@@ -410,7 +410,7 @@ def test_a_recorded_run_renders(tmp_path):
 def test_with_xdist_workers_the_pictures_reach_the_runs_allure_results_too(pytester, tmp_path):
     """--reports-dir alone, -n 2: each worker writes its tests' Allure results (with their
     timelines) into the run's allure-results, as a serial run does."""
-    pytester.makeconftest('pytest_plugins = ["fixtures.reporting", "fixtures.plugin"]')
+    pytester.makeconftest('pytest_plugins = ["karpenter_e2e.fixtures.reporting", "karpenter_e2e.fixtures.plugin"]')
     skip = 'def test_skips(timeline):\n    pytest.skip("not in this mode")'
     pytester.makepyfile(test_demo=SCENARIO.replace(skip, "def test_passes(timeline):\n    pass"))
     reports = tmp_path / "reports"

@@ -12,8 +12,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from clusters.errors import ClusterError
-from clusters.local import build, versions
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import build, versions
 
 MODULE = "github.com/aws/karpenter-provider-aws"
 GOMOD_DIR = Path(__file__).parent / "gomod"
@@ -57,7 +57,7 @@ def build_mutant(mutant) -> Path:
     """The provider built with ``mutant``'s patch: the patched copy of its module (the
     provider's own, or core's) replaces the pinned one in a copy of the wrapper module, so
     Go's build cache recompiles only the patched packages and their dependants."""
-    from clusters.mutants import MutantError
+    from karpenter_e2e.clusters.mutants import MutantError
 
     try:
         t = target(mutant.version)

@@ -19,16 +19,16 @@ from pathlib import Path
 
 import yaml
 
-from clusters.awssim import build as awsbuild
-from clusters.awssim.seed import Seeded
-from clusters.base import ClusterInfo
-from clusters.eks.cluster import EksCluster, ami_spec as eks_ami_spec
-from clusters.errors import ClusterError
-from clusters.local import build, process, versions
-from clusters.local.catalogue_table import ZONES
-from clusters.local.cluster import LocalCluster, await_started
-from clusters.mutants import Mutant
-from fixtures.waits import Observation
+from karpenter_e2e.clusters.awssim import build as awsbuild
+from karpenter_e2e.clusters.awssim.seed import Seeded
+from karpenter_e2e.clusters.base import ClusterInfo
+from karpenter_e2e.clusters.eks.cluster import EksCluster, ami_spec as eks_ami_spec
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import build, process, versions
+from karpenter_e2e.clusters.local.catalogue_table import ZONES
+from karpenter_e2e.clusters.local.cluster import LocalCluster, await_started
+from karpenter_e2e.clusters.mutants import Mutant
+from karpenter_e2e.fixtures.waits import Observation
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class AwsSimCluster(LocalCluster):
         seconds; its registrar waits for the kubeconfig)."""
         port = process.free_port()
         log_path = self.logs_dir / "aws-sim.log"
-        cmd = [sys.executable, "-m", "clusters.awssim.server", "--run-dir", str(self.run_dir),
+        cmd = [sys.executable, "-m", "karpenter_e2e.clusters.awssim.server", "--run-dir", str(self.run_dir),
                "--port", str(port), "--region", REGION, "--cluster", self.name,
                "--kubernetes-version", versions.KUBERNETES, "--kubeconfig", str(self.kubeconfig),
                "--pricing-go", str(awsbuild.pricing_table(self.karpenter_version)),

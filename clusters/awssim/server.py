@@ -1,7 +1,7 @@
 """The fake AWS process of aws-sim mode: moto's threaded server with the harness's
 extensions, seeded like an EKS account, and the instance -> Node registrar.
 
-Run as ``python -m clusters.awssim.server --run-dir DIR ...`` by the cluster backend, which
+Run as ``python -m karpenter_e2e.clusters.awssim.server --run-dir DIR ...`` by the cluster backend, which
 keeps its pid and log in the run directory. Once everything is seeded it writes
 ``DIR/aws.json`` (the seeded facts); SIGTERM stops it.
 """
@@ -16,8 +16,8 @@ import sys
 import threading
 from pathlib import Path
 
-from clusters.awssim import moto_ext, seed
-from clusters.awssim.registrar import Registrar
+from karpenter_e2e.clusters.awssim import moto_ext, seed
+from karpenter_e2e.clusters.awssim.registrar import Registrar
 
 log = logging.getLogger("aws-sim")
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}

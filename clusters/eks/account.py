@@ -1,7 +1,7 @@
 """What the nightly needs from the AWS account before it creates a cluster.
 
-    python -m clusters.eks.account spot-role
-    python -m clusters.eks.account check-stack --template cloudformation.yaml --eksctl clusters/eks/eksctl.yaml
+    python -m karpenter_e2e.clusters.eks.account spot-role
+    python -m karpenter_e2e.clusters.eks.account check-stack --template cloudformation.yaml --eksctl clusters/eks/eksctl.yaml
 
 ``spot-role``: EC2 needs the spot service-linked role to launch spot capacity; an account
 that never used spot has none, and Karpenter (which may not create it) then fails every
@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 from botocore.exceptions import ClientError
 
-from clusters.eks import aws
+from karpenter_e2e.clusters.eks import aws
 
 SPOT_SERVICE = "spot.amazonaws.com"
 SPOT_ROLE = "AWSServiceRoleForEC2Spot"
@@ -99,7 +99,7 @@ def missing_from_stack(eksctl: str, template: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clusters.eks.account", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters.eks.account", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("spot-role", help="create the spot service-linked role unless it exists")

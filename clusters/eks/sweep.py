@@ -5,9 +5,9 @@ and aws-sim mode so do the EC2 instances, launch templates and instance profiles
 made for a harness test (``is_harness_resource``). Age keeps a sweep from touching a run
 still in progress. ``dry_run`` only lists.
 
-    python -m clusters.eks.sweep --kubeconfig K --max-age 3h [--dry-run]
+    python -m karpenter_e2e.clusters.eks.sweep --kubeconfig K --max-age 3h [--dry-run]
         [--eks-cluster NAME --eks-opt-in NAME --region R]
-    python -m clusters.eks.sweep --aws-sim NAME --max-age 0s   # an aws-sim cluster and its fake AWS
+    python -m karpenter_e2e.clusters.eks.sweep --aws-sim NAME --max-age 0s   # an aws-sim cluster and its fake AWS
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pathlib import Path
 
 from kubernetes.client.rest import ApiException
 
-from clusters.eks import aws, teardown
-from clusters.errors import ClusterError
-from fixtures.isolation import RUN_LABEL, TEST_LABEL
-from fixtures.kube import Kind
+from karpenter_e2e.clusters.eks import aws, teardown
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.fixtures.isolation import RUN_LABEL, TEST_LABEL
+from karpenter_e2e.fixtures.kube import Kind
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ def _aws_sim_target(name: str):
     """(kubeconfig, boto3 client factory, region) of a running aws-sim cluster's fake AWS."""
     import boto3
 
-    from clusters.awssim.cluster import REGION, AwsSimCluster
+    from karpenter_e2e.clusters.awssim.cluster import REGION, AwsSimCluster
     sim = AwsSimCluster(name)
     endpoint = sim.aws_endpoint()
     if not endpoint or not sim.kubeconfig.exists():
@@ -244,7 +244,7 @@ def _aws_sim_target(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clusters.eks.sweep", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters.eks.sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kubeconfig", type=Path, default=None,
                    help="the cluster's kubeconfig (required unless --aws-sim)")
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.aws_sim and not args.kubeconfig:
         p.error("--kubeconfig is required (or --aws-sim NAME)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    from clusters.eks.cluster import OPT_IN_CONFIGMAP, OPT_IN_NAMESPACE, KubeApi, check_opt_in
+    from karpenter_e2e.clusters.eks.cluster import OPT_IN_CONFIGMAP, OPT_IN_NAMESPACE, KubeApi, check_opt_in
     try:
         client, cluster, region = None, args.eks_cluster, args.region
         if args.aws_sim:

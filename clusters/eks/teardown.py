@@ -1,9 +1,9 @@
 """The nightly's tear-down: what Karpenter made goes before Karpenter, and what it could not
 delete goes before the stack that holds its role.
 
-    python -m clusters.eks.teardown --eks-cluster N --region R karpenter-objects --kubeconfig K --eks-opt-in N
-    python -m clusters.eks.teardown --eks-cluster N --region R instances
-    python -m clusters.eks.teardown --eks-cluster N --region R leftovers --stack Karpenter-N
+    python -m karpenter_e2e.clusters.eks.teardown --eks-cluster N --region R karpenter-objects --kubeconfig K --eks-opt-in N
+    python -m karpenter_e2e.clusters.eks.teardown --eks-cluster N --region R instances
+    python -m karpenter_e2e.clusters.eks.teardown --eks-cluster N --region R leftovers --stack Karpenter-N
 
 Order (.github/workflows/nightly.yml): karpenter-objects, helm uninstall, instances, eksctl
 delete cluster, leftovers. Karpenter deletes an EC2NodeClass's instance profile and launch
@@ -24,8 +24,8 @@ from typing import Any
 import tenacity
 from botocore.exceptions import ClientError
 
-from clusters.eks import aws
-from clusters.errors import ClusterError
+from karpenter_e2e.clusters.eks import aws
+from karpenter_e2e.clusters.errors import ClusterError
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ def _failures(cfn, stack: str) -> str:
 
 # ---- command line ------------------------------------------------------------------------------
 def main(argv: list[str] | None = None, clients=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clusters.eks.teardown", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters.eks.teardown", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--eks-cluster", required=True)
     p.add_argument("--region", default="us-west-2")
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None, clients=None) -> int:
     clients = clients or _boto3_clients(args.region)
     try:
         if args.command == "karpenter-objects":
-            from clusters.eks.cluster import OPT_IN_CONFIGMAP, OPT_IN_NAMESPACE, KubeApi, check_opt_in
+            from karpenter_e2e.clusters.eks.cluster import OPT_IN_CONFIGMAP, OPT_IN_NAMESPACE, KubeApi, check_opt_in
             api = KubeApi(args.kubeconfig, args.context)
             check_opt_in(args.eks_cluster, args.eks_opt_in,
                          api.config_map_data(OPT_IN_NAMESPACE, OPT_IN_CONFIGMAP), args.context)

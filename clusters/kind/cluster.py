@@ -21,12 +21,12 @@ from pathlib import Path
 
 import yaml
 
-from clusters.base import ClusterInfo, Status
-from clusters.errors import ClusterError, CommandTimeout
-from clusters.local import build, catalogue, process, versions
-from clusters.local.catalogue_table import ZONES, EC2Type
-from clusters.local.cluster import LocalCluster
-from fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, eventually
+from karpenter_e2e.clusters.base import ClusterInfo, Status
+from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
+from karpenter_e2e.clusters.local import build, catalogue, process, versions
+from karpenter_e2e.clusters.local.catalogue_table import ZONES, EC2Type
+from karpenter_e2e.clusters.local.cluster import LocalCluster
+from karpenter_e2e.fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, eventually
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clusters.errors import ClusterError
-from clusters.filelock import file_lock
-from clusters.local import versions
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.filelock import file_lock
+from karpenter_e2e.clusters.local import versions
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +291,7 @@ def mutant_path(mutant, name: str = "karpenter-kwok") -> Path:
 def build_mutant(mutant) -> Path:
     """karpenter-kwok built from a copy of the pinned module with ``mutant``'s patch applied.
     Only the patched packages recompile: the rest comes from Go's build cache."""
-    from clusters.mutants import MutantError
+    from karpenter_e2e.clusters.mutants import MutantError
 
     try:
         target = find("karpenter-kwok", mutant.version)
@@ -305,7 +305,7 @@ def build_patched(mutant, target: Target, module_dir: Path, workdir) -> Path:
     """``target`` built with ``mutant``'s patch applied to a copy of ``module_dir``;
     ``workdir(patched copy)`` is where `go build` runs (the copy itself, or a wrapper module
     that replaces the module with it)."""
-    from clusters.mutants import MutantError, apply
+    from karpenter_e2e.clusters.mutants import MutantError, apply
 
     out = mutant_path(mutant, target.name)
     if out.exists():

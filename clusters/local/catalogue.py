@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from clusters.local.catalogue_table import TYPES, ZONES, EC2Type
+from karpenter_e2e.clusters.local.catalogue_table import TYPES, ZONES, EC2Type
 
 AWS = "karpenter.k8s.aws"
 SPOT_DISCOUNT = (0.30, 0.45)  # spot/on-demand ratio range, as commonly seen on EC2
@@ -100,7 +100,7 @@ def without(spec: str) -> Callable[[EC2Type], bool]:
 def cheapest_family(types: Iterable[EC2Type], requirements: list[dict], min_vcpu: int = 2) -> list[str]:
     """Every type of the family with the cheapest offering that satisfies ``requirements``
     (sizes of at least ``min_vcpu``): what Karpenter would launch first for that pool."""
-    from fixtures.requirements import satisfies  # shared node-selector semantics
+    from karpenter_e2e.fixtures.requirements import satisfies  # shared node-selector semantics
 
     best: tuple[float, str] | None = None
     for t in types:

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import yaml
 
-from clusters.base import ClusterInfo, Status
-from clusters.errors import ClusterError, CommandTimeout
-from clusters.filelock import file_lock
-from clusters.local import build, catalogue, process, versions
-from clusters.local.catalogue_table import ZONES, EC2Type
-from clusters import mutants
-from clusters.mutants import Mutant
-from fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, WaitTimeout, eventually
+from karpenter_e2e.clusters.base import ClusterInfo, Status
+from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
+from karpenter_e2e.clusters.filelock import file_lock
+from karpenter_e2e.clusters.local import build, catalogue, process, versions
+from karpenter_e2e.clusters.local.catalogue_table import ZONES, EC2Type
+from karpenter_e2e.clusters import mutants
+from karpenter_e2e.clusters.mutants import Mutant
+from karpenter_e2e.fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, WaitTimeout, eventually
 
 log = logging.getLogger(__name__)
 
