@@ -13,7 +13,7 @@ FROM ?= v1.14.3
 TO ?= v1.15.0
 GATE_ARGS ?=
 
-.PHONY: e2e nightly e2e-aws-sim test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
+.PHONY: e2e nightly e2e-aws-sim example-plugin test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,17 @@ nightly: build
 e2e-aws-sim: setup
 	$(PY) -m karpenter_e2e.clusters build --cluster aws-sim
 	$(PY) -m pytest suites -v -o log_cli=true --cluster=aws-sim -n 2 --reports-dir reports \
+		$(PYTEST_ARGS)
+
+## example-plugin: a platform team's project (examples/plugin-project) pip-installs the harness
+## (not editable: the wheel's contents are what is tested) and runs its own scenario against a
+## local cluster the plugin brings up and down
+EXAMPLE := examples/plugin-project
+example-plugin: build
+	rm -rf $(EXAMPLE)/.venv
+	$(PYTHON) -m venv $(EXAMPLE)/.venv
+	$(EXAMPLE)/.venv/bin/pip install -q .
+	cd $(EXAMPLE) && .venv/bin/python -m pytest -v -o log_cli=true --cluster-name plugin-example \
 		$(PYTEST_ARGS)
 
 ## test: the harness's own unit tests (what .ci/run runs)

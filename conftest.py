@@ -1,4 +1,3 @@
-"""Root conftest: registers the harness's pytest plugins (cluster session and fixtures;
-reporting: Allure labels, failure evidence, run summary)."""
-
-pytest_plugins = ["karpenter_e2e.fixtures.reporting", "karpenter_e2e.fixtures.plugin", "karpenter_e2e.fixtures.outcomes"]
+"""Root conftest. The harness's pytest plugins (cluster session and fixtures; reporting: Allure
+labels, failure evidence, run summary) are registered by the installed package's `pytest11`
+entry point (karpenter_e2e.fixtures.pytest_plugin), as in any project that installs it."""
