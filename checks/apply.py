@@ -15,8 +15,8 @@ from kubernetes.client.rest import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from karpenter_e2e.checks.manifests import Manifest, ManifestError
-from karpenter_e2e.fixtures.kube import NODECLAIM, Kube
-from karpenter_e2e.fixtures.waits import TIMEOUTS, Observation, eventually
+from karpenter_e2e.clusters.kube import NODECLAIM, Kube
+from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, eventually
 
 log = logging.getLogger("karpenter_e2e.check")
 

@@ -18,9 +18,9 @@ from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.fixtures.kube import NODEPOOL, Kind, Kube
+from karpenter_e2e.clusters.kube import NODEPOOL, Kind, Kube
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
-from karpenter_e2e.fixtures.waits import WaitTimeout
+from karpenter_e2e.clusters.waits import WaitTimeout
 
 log = logging.getLogger("karpenter_e2e.check")
 

@@ -9,7 +9,7 @@ import pytest
 
 from karpenter_e2e.fixtures.expect import (CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, condition,
                              describe_claims)
-from karpenter_e2e.fixtures.waits import Observation
+from karpenter_e2e.clusters.waits import Observation
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"app": "inflate"}}}]

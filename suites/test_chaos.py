@@ -11,7 +11,7 @@ import pytest
 
 from karpenter_e2e.fixtures.adversary import NodeTainter
 from karpenter_e2e.fixtures.expect import condition
-from karpenter_e2e.fixtures.waits import Observation
+from karpenter_e2e.clusters.waits import Observation
 
 pytestmark = pytest.mark.nightly
 

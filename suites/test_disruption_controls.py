@@ -11,7 +11,7 @@ import allure
 import pytest
 
 from karpenter_e2e.fixtures.expect import condition
-from karpenter_e2e.fixtures.waits import Observation
+from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}

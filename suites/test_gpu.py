@@ -4,7 +4,7 @@ import allure
 import pytest
 
 from karpenter_e2e.fixtures.expect import GPU_COUNT, GPU_RESOURCE, INSTANCE_TYPE, describe_claims
-from karpenter_e2e.fixtures.waits import Observation
+from karpenter_e2e.clusters.waits import Observation
 
 GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 

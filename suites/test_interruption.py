@@ -8,7 +8,7 @@ import allure
 import pytest
 
 from karpenter_e2e.fixtures.expect import CAPACITY_TYPE
-from karpenter_e2e.fixtures.waits import Observation
+from karpenter_e2e.clusters.waits import Observation
 
 
 @pytest.mark.scenario("interruption")

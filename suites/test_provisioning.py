@@ -9,7 +9,7 @@ from kubernetes.utils import parse_quantity
 from karpenter_e2e.fixtures import timings as measure
 from karpenter_e2e.fixtures.timings import timestamp
 from karpenter_e2e.fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, describe_claims
-from karpenter_e2e.fixtures.waits import Observation
+from karpenter_e2e.clusters.waits import Observation
 
 AWS = "karpenter.k8s.aws"
 ZONE = "topology.kubernetes.io/zone"

@@ -6,7 +6,7 @@ import allure
 import pytest
 
 from karpenter_e2e.fixtures.expect import condition
-from karpenter_e2e.fixtures.waits import Observation
+from karpenter_e2e.clusters.waits import Observation
 
 pytestmark = pytest.mark.upgrade_gate
 

@@ -39,7 +39,7 @@ def bare_apiserver(tmp_path_factory):
     import subprocess
 
     from karpenter_e2e.clusters.local import build, process
-    from karpenter_e2e.fixtures.waits import Observation, eventually
+    from karpenter_e2e.clusters.waits import Observation, eventually
 
     work = tmp_path_factory.mktemp("apiserver")
     binaries = {n: build.build(build.find(n)) for n in ("etcd", "kube-apiserver", "kubectl")}
@@ -51,11 +51,18 @@ def bare_apiserver(tmp_path_factory):
     client, peer, secure = process.free_port(), process.free_port(), process.free_port()
     procs = []
 
+    def die_with_pytest() -> None:
+        # A pytest killed by a timeout runs no teardown: the kernel stops these with it
+        # (seen: bare apiservers of killed runs left running for an hour).
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
     def spawn(name: str, args: list[str]) -> None:
         with open(work / f"{name}.log", "w") as out:
             procs.append(subprocess.Popen([str(binaries[name]), *args], stdout=out,
                                           stderr=subprocess.STDOUT, cwd=work,
-                                          start_new_session=True))
+                                          start_new_session=True, preexec_fn=die_with_pytest))
 
     try:
         spawn("etcd", ["--name=default", f"--data-dir={work / 'etcd'}",

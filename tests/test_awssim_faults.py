@@ -23,7 +23,7 @@ import pytest
 
 from karpenter_e2e.clusters.awssim.cluster import REGION, AwsSimCluster
 from karpenter_e2e.clusters.local import process
-from karpenter_e2e.fixtures.waits import Observation, eventually
+from karpenter_e2e.clusters.waits import Observation, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVISIONING = "suites/test_provisioning.py::test_scale_up_provisions_nodes_that_satisfy_the_nodepool"

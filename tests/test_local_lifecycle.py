@@ -16,7 +16,7 @@ import pytest
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.local import process
 from karpenter_e2e.clusters.local.cluster import LocalCluster
-from karpenter_e2e.fixtures.waits import Observation, eventually
+from karpenter_e2e.clusters.waits import Observation, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,7 +155,7 @@ def test_a_node_left_without_its_nodeclaim_fails_the_test_with_its_name(make_clu
                                                                           monkeypatch):
     from karpenter_e2e.fixtures import plugin
     from karpenter_e2e.fixtures.isolation import TestScope
-    from karpenter_e2e.fixtures.kube import Kube
+    from karpenter_e2e.clusters.kube import Kube
 
     c = make_cluster("leak")
     info = c.up()

@@ -12,7 +12,7 @@ from karpenter_e2e.clusters import upgrade_gate
 from karpenter_e2e.clusters.upgrade_gate import markdown, verdict
 from karpenter_e2e.fixtures import barrier
 from karpenter_e2e.fixtures.karpenter_metrics import MetricsFormatError, ProcessSampler, parse
-from karpenter_e2e.fixtures.waits import WaitTimeout
+from karpenter_e2e.clusters.waits import WaitTimeout
 from karpenter_e2e.reports import perf_chart
 from karpenter_e2e.reports.perf_comparison import (BY_KEY, Row, breaches, compare, load, parse_limits)
 from karpenter_e2e.reports.perf_comparison import markdown as table

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from karpenter_e2e.fixtures.waits import (ConsistencyViolated, Observation, StopWaiting, WaitAborted,
+from karpenter_e2e.clusters.waits import (ConsistencyViolated, Observation, StopWaiting, WaitAborted,
                             WaitTimeout,
                             consistently, eventually)
 

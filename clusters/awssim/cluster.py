@@ -28,7 +28,7 @@ from karpenter_e2e.clusters.local import build, process, versions
 from karpenter_e2e.clusters.local.catalogue_table import ZONES
 from karpenter_e2e.clusters.local.cluster import LocalCluster, await_started
 from karpenter_e2e.clusters.mutants import Mutant
-from karpenter_e2e.fixtures.waits import Observation
+from karpenter_e2e.clusters.waits import Observation
 
 log = logging.getLogger(__name__)
 

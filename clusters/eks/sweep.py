@@ -24,8 +24,8 @@ from kubernetes.client.rest import ApiException
 
 from karpenter_e2e.clusters.eks import aws, teardown
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.fixtures.isolation import RUN_LABEL, TEST_LABEL
-from karpenter_e2e.fixtures.kube import Kind
+from karpenter_e2e.clusters.labels import RUN_LABEL, TEST_LABEL
+from karpenter_e2e.clusters.kube import Kind
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.local import build, catalogue, process, versions
 from karpenter_e2e.clusters.local.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.local.cluster import LocalCluster
-from karpenter_e2e.fixtures.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, eventually
+from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, eventually
 
 log = logging.getLogger(__name__)
 

@@ -100,7 +100,7 @@ def without(spec: str) -> Callable[[EC2Type], bool]:
 def cheapest_family(types: Iterable[EC2Type], requirements: list[dict], min_vcpu: int = 2) -> list[str]:
     """Every type of the family with the cheapest offering that satisfies ``requirements``
     (sizes of at least ``min_vcpu``): what Karpenter would launch first for that pool."""
-    from karpenter_e2e.fixtures.requirements import satisfies  # shared node-selector semantics
+    from karpenter_e2e.clusters.requirements import satisfies  # shared node-selector semantics
 
     best: tuple[float, str] | None = None
     for t in types:
