@@ -109,7 +109,9 @@ def test_ctrl_c_during_up_leaves_nothing_behind(tmp_path):
     c = LocalCluster(name)
     proc = subprocess.Popen([sys.executable, "-m", "karpenter_e2e.clusters", "up", "--cluster-name", name],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True,
+                            # as a terminal runs it, even when this run ignores SIGINT
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         # Interrupt once the control plane processes exist, before Karpenter is ready.
         eventually(lambda: Observation(bool(c._component_pids()), str(c._component_pids())),

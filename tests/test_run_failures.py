@@ -29,12 +29,19 @@ PROVISIONING = "suites/test_provisioning.py::test_scale_up_provisions_nodes_that
 LIMITS = "suites/test_provisioning.py::test_nodepool_cpu_limit_is_never_exceeded"
 
 
+def as_from_a_terminal() -> None:
+    # A job started in the background by a script (`cmd &` without job control) ignores
+    # SIGINT, and so would every child: the Ctrl-C tests then saw a run that never stopped.
+    # A terminal's command has SIGINT's default action; so does the child here.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def child(*args: str, name: str) -> subprocess.Popen:
     """The suites in a child pytest, in its own process group (as a terminal runs it)."""
     return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                              "--cluster-name", name, "-o", "log_cli=false", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=as_from_a_terminal)
 
 
 def finish(proc: subprocess.Popen, timeout: float) -> str:

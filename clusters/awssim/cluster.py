@@ -28,7 +28,7 @@ from karpenter_e2e.clusters.local import build, process, versions
 from karpenter_e2e.clusters.local.catalogue_table import ZONES
 from karpenter_e2e.clusters.local.cluster import LocalCluster, await_started
 from karpenter_e2e.clusters.mutants import Mutant
-from karpenter_e2e.clusters.waits import Observation
+from karpenter_e2e.clusters.waits import Observation, eventually
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,18 @@ class AwsSimCluster(LocalCluster):
         sqs = boto3.client("sqs", region_name=REGION, endpoint_url=self.aws_endpoint(),
                            aws_access_key_id="testing", aws_secret_access_key="testing")
         sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=self.name)["QueueUrl"])
+        # Done when Karpenter has noticed: its interruption controller long-polls the queue
+        # (up to 20 s), so a scenario failing sooner would find no word of it in the log.
+        log = self.logs_dir / "karpenter.log"
+        start = log.stat().st_size if log.exists() else 0
+
+        def noticed() -> Observation:
+            with open(log, errors="replace") as fh:
+                fh.seek(start)
+                return Observation("NonExistentQueue" in fh.read(), "no queue error logged yet")
+
+        eventually(noticed, what="Karpenter to log that its interruption queue is gone",
+                   timeout=90, poll=1)
 
     # ---- Karpenter -----------------------------------------------------------------------
     def _karpenter_binary(self, version: str) -> Path:
