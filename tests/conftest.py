@@ -56,7 +56,7 @@ def bare_apiserver(tmp_path_factory):
         # (seen: bare apiservers of killed runs left running for an hour).
         import ctypes
         import signal
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
     def spawn(name: str, args: list[str]) -> None:
         with open(work / f"{name}.log", "w") as out:
