@@ -5,7 +5,6 @@ delete them again when a kept cluster is reused.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from karpenter_e2e.checks.manifests import Manifest, ManifestError
-from karpenter_e2e.clusters.kube import NODECLAIM, Kube
+from karpenter_e2e.clusters.kube import NODECLAIM, Kube, api_message
 from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, eventually
 
 log = logging.getLogger("karpenter_e2e.check")
@@ -58,8 +57,7 @@ class Applier:
             except ManifestError as exc:
                 errors.append(str(exc))
             except DynamicApiError as exc:
-                errors.append(f"{m.where}: the API server rejected {m.kind} {m.name}: "
-                              f"{_api_message(exc)}")
+                errors.append(_rejected(m, exc))
         if errors:
             raise ManifestError("\n".join(errors))
 
@@ -68,8 +66,7 @@ class Applier:
             try:
                 self._apply(m, dry_run=False)
             except DynamicApiError as exc:
-                raise ManifestError(f"{m.where}: the API server rejected {m.kind} {m.name}: "
-                                    f"{_api_message(exc)}") from None
+                raise ManifestError(_rejected(m, exc)) from None
 
     def validate_as_written(self, manifests: list[Manifest], crd: Path) -> None:
         """Dry-run documents of a kind this mode does not run (EC2NodeClass in local mode)
@@ -94,8 +91,7 @@ class Applier:
                     group, version, names["plural"], m.body, dry_run="All",
                     _request_timeout=30)
             except ApiException as exc:
-                errors.append(f"{m.where}: the API server rejected {m.kind} {m.name}: "
-                              f"{_api_message(exc)}")
+                errors.append(_rejected(m, exc))
         if errors:
             raise ManifestError("\n".join(errors))
 
@@ -124,8 +120,5 @@ class Applier:
                               "its objects were deleted", timeout=TIMEOUTS.cleanup)
 
 
-def _api_message(exc: DynamicApiError) -> str:
-    try:
-        return json.loads(exc.body)["message"]
-    except (ValueError, KeyError, TypeError):
-        return f"{exc.status} {exc.reason}"
+def _rejected(m: Manifest, exc) -> str:
+    return f"{m.where}: the API server rejected {m.kind} {m.name}: {api_message(exc)}"
