@@ -20,6 +20,20 @@ def spread_over(key: str) -> dict:
         "labelSelector": {"matchLabels": {"app": "inflate"}}}]}
 
 
+def running_in_default_pool(nodepool_factory, inflate_factory, expect, what: str,
+                            pod_spec: dict, replicas: int):
+    """The placement scenarios' shared first steps: the default pool, inflate with
+    ``pod_spec`` (a spread or an affinity), scaled to ``replicas`` and all Running."""
+    with allure.step(f"given the default pool and inflate {what}"):
+        pool = nodepool_factory("default")
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+                                  extra_pod_spec=pod_spec)
+
+    with allure.step(f"scale inflate to {replicas}"):
+        inflate.scale(replicas)
+        return pool, expect.eventually_pods_running(inflate, replicas)
+
+
 def labels_of(nodes, key: str) -> list[str]:
     return sorted(n.metadata.labels.get(key, "<unset>") for n in nodes)
 
@@ -120,14 +134,8 @@ def test_zone_spread_pods_get_one_node_per_zone(nodepool_factory, inflate_factor
     """3 pods spread over zones (maxSkew 1, DoNotSchedule) in a pool allowing 4 zones:
     Karpenter launches 3 NodeClaims in 3 different zones, where it would otherwise pack all
     three one-CPU pods onto one node."""
-    with allure.step("given the default pool and inflate spread over zones"):
-        pool = nodepool_factory("default")
-        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
-                                  extra_pod_spec=spread_over(ZONE))
-
-    with allure.step("scale inflate to 3"):
-        inflate.scale(3)
-        pods = expect.eventually_pods_running(inflate, 3)
+    pool, pods = running_in_default_pool(nodepool_factory, inflate_factory, expect,
+                                         "spread over zones", spread_over(ZONE), 3)
 
     with allure.step("expect three NodeClaims of the pool, one per zone, one pod in each zone"):
         nodes = list(expect.pods_on(pods).values())
@@ -218,14 +226,8 @@ def one_pod_per_claim(claims: list[dict], pods: int, what: str) -> None:
 def test_hostname_spread_gets_one_node_per_pod(nodepool_factory, inflate_factory, expect):
     """4 one-CPU pods spread over hostnames (maxSkew 1, DoNotSchedule): Karpenter plans 4
     NodeClaims, each for one pod, where it would otherwise pack them."""
-    with allure.step("given the default pool and inflate spread over hostnames"):
-        pool = nodepool_factory("default")
-        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
-                                  extra_pod_spec=spread_over(HOSTNAME))
-
-    with allure.step("scale inflate to 4"):
-        inflate.scale(4)
-        pods = expect.eventually_pods_running(inflate, 4)
+    pool, pods = running_in_default_pool(nodepool_factory, inflate_factory, expect,
+                                         "spread over hostnames", spread_over(HOSTNAME), 4)
 
     with allure.step("expect 4 NodeClaims, each sized for one pod"):
         nodes = list(expect.pods_on(pods).values())
@@ -239,14 +241,8 @@ def test_hostname_spread_gets_one_node_per_pod(nodepool_factory, inflate_factory
 def test_anti_affine_pods_get_one_node_each(nodepool_factory, inflate_factory, expect):
     """4 pods with required anti-affinity to each other on hostname: Karpenter plans 4
     NodeClaims, one pod each."""
-    with allure.step("given the default pool and inflate anti-affine to itself per node"):
-        pool = nodepool_factory("default")
-        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
-                                  extra_pod_spec={"affinity": ONE_PER_NODE})
-
-    with allure.step("scale inflate to 4"):
-        inflate.scale(4)
-        pods = expect.eventually_pods_running(inflate, 4)
+    pool, pods = running_in_default_pool(nodepool_factory, inflate_factory, expect,
+                                         "anti-affine to itself per node", {"affinity": ONE_PER_NODE}, 4)
 
     with allure.step("expect 4 NodeClaims, each sized for one pod"):
         nodes = list(expect.pods_on(pods).values())
