@@ -28,7 +28,7 @@ from karpenter_e2e.clusters.local import build, process, versions
 from karpenter_e2e.clusters.local.catalogue_table import ZONES
 from karpenter_e2e.clusters.local.cluster import LocalCluster, await_started
 from karpenter_e2e.clusters.mutants import Mutant
-from karpenter_e2e.clusters.waits import Observation, eventually
+from karpenter_e2e.clusters.waits import Observation, StopWaiting, eventually
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,8 @@ class AwsSimCluster(LocalCluster):
         start = log.stat().st_size if log.exists() else 0
 
         def noticed() -> Observation:
+            if not self.karpenter_running():
+                raise StopWaiting("Karpenter is not running")
             with open(log, errors="replace") as fh:
                 fh.seek(start)
                 return Observation("NonExistentQueue" in fh.read(), "no queue error logged yet")
