@@ -26,41 +26,69 @@ MAX_NODES = 35
 # NodeClaim in flight (launched, its node not yet tainted) at a time, two in the moment one
 # hands over to the next. A runaway launches again for a pod already waiting on a launch.
 MAX_IN_FLIGHT = 2
+# What keeps the pool bounded is Karpenter taking back the nodes left empty (consolidateAfter
+# 0s: a disruption poll, 10 s, and the command's 15 s validation; measured 25-30 s apart).
+# While a tainted, empty node is left, Karpenter must take back one of them at least this
+# often (after consolidateAfter); a Karpenter that stops (31 nodes in 5 minutes, none taken back, stays under 35)
+# grows the pool without end.
+TAKE_BACK_GAP_S = 90
 
 
 @pytest.mark.scenario("chaos-runaway")
+@pytest.mark.parametrize("policy, after_s, capacity", [
+    ("WhenEmptyOrUnderutilized", 0, "spot"),  # upstream: "when consolidation is enabled"
+    ("WhenEmpty", 30, "on-demand"),  # upstream: "when emptiness is enabled"
+], ids=["consolidation", "emptiness"])
 def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflate_factory, expect,
-                                                        timings, timeline):
-    """WhenEmptyOrUnderutilized (consolidateAfter 0s), spot, one pod; an adversary taints every
-    new node NoExecute for five minutes: Karpenter launches node after node for the evicted
-    pod, one launch in flight at a time, and the pool stays under upstream's 35 nodes."""
-    with allure.step("given a spot WhenEmptyOrUnderutilized pool (consolidateAfter 0s) and an "
-                     "adversary tainting each of its nodes NoExecute"):
+                                                        timings, timeline, policy, after_s,
+                                                        capacity):
+    """A pool with consolidation (WhenEmptyOrUnderutilized, 0s, spot) or emptiness (WhenEmpty,
+    30s) and one pod; an adversary taints every new node NoExecute for five minutes:
+    Karpenter launches node after node for the evicted pod, one launch in flight at a time,
+    takes back the nodes left empty as it goes, and the pool stays under upstream's 35 nodes."""
+    take_back_gap = after_s + TAKE_BACK_GAP_S
+    with allure.step(f"given a {capacity} {policy} pool (consolidateAfter {after_s}s) and an "
+                     f"adversary tainting each of its nodes NoExecute"):
         spec = nodepool_factory.spec("default")
         spec["spec"]["template"]["spec"]["requirements"] = [
             r for r in spec["spec"]["template"]["spec"].get("requirements", [])
             if r["key"] != "karpenter.sh/capacity-type"] + [
-            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}]
-        spec["spec"]["disruption"] = {"consolidationPolicy": "WhenEmptyOrUnderutilized",
-                                      "consolidateAfter": "0s"}
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]}]
+        spec["spec"]["disruption"] = {"consolidationPolicy": policy,
+                                      "consolidateAfter": f"{after_s}s"}
         # No limit that would cap a runaway before the bound does (the workshop pool's 10 CPU
         # stops at 5 nodes).
         spec["spec"]["limits"] = {"cpu": "1000"}
         pool = nodepool_factory(spec)
-        seen = {"nodes": 0, "in_flight": 0, "claims": set()}
+        seen = {"nodes": 0, "in_flight": 0, "claims": set(), "gap": 0.0}
+        taken: dict[str, float] = {}  # node -> when Karpenter began taking it back
 
         def bounded() -> Observation:
+            now = time.time()
             nodes = {n.metadata.name: n for n in expect.nodes(pool)}
             claims = expect.nodeclaims(pool)
             in_flight = sorted(
                 c["metadata"]["name"] for c in claims if not c["metadata"].get("deletionTimestamp")
                 and not adversary.bitten(nodes.get(c.get("status", {}).get("nodeName", ""))))
+            for name, when in list(adversary.tainted.items()):
+                node = nodes.get(name)
+                if name not in taken and (node is None or node.metadata.deletion_timestamp):
+                    taken[name] = now
+            # Tainted nodes Karpenter has left (empty: the pod cannot stay), and since when
+            # it last took one back (or since the oldest of them was left, if later).
+            left = [when for name, when in adversary.tainted.items() if name not in taken]
+            waited = now - max([min(left)] + [t for t in taken.values() if t >= min(left)]) \
+                if left else 0.0
             seen["nodes"] = max(seen["nodes"], len(nodes))
             seen["in_flight"] = max(seen["in_flight"], len(in_flight))
             seen["claims"] |= {c["metadata"]["name"] for c in claims}
-            return Observation(len(nodes) < MAX_NODES and len(in_flight) <= MAX_IN_FLIGHT,
+            seen["gap"] = max(seen["gap"], waited)
+            return Observation(len(nodes) < MAX_NODES and len(in_flight) <= MAX_IN_FLIGHT
+                               and waited <= take_back_gap,
                                f"{len(nodes)} nodes in {pool.name} (peak {seen['nodes']}); "
-                               f"{len(in_flight)} NodeClaims in flight: {in_flight}")
+                               f"{len(in_flight)} NodeClaims in flight: {in_flight}; "
+                               f"{len(left)} tainted nodes left, none taken back for "
+                               f"{waited:.0f}s ({len(taken)} taken back so far)")
 
     with NodeTainter(expect.kube, pool.node_selector) as adversary:
         with allure.step(f"create inflate with 1 pod; expect fewer than {MAX_NODES} nodes and at "
@@ -70,8 +98,9 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
             timeline.band(started, started + CHAOS_S, f"adversary: < {MAX_NODES} nodes, <= "
                                                       f"{MAX_IN_FLIGHT} launches in flight")
             expect.consistently(bounded, f"NodePool {pool.name} to hold fewer than {MAX_NODES} "
-                                         f"nodes and at most {MAX_IN_FLIGHT} NodeClaims in "
-                                         f"flight", CHAOS_S)
+                                         f"nodes, at most {MAX_IN_FLIGHT} NodeClaims in "
+                                         f"flight, and an empty tainted node taken back at "
+                                         f"least every {take_back_gap}s", CHAOS_S)
 
     with allure.step("adversary stopped: expect the pod Running and no launch left in flight"):
         # Also keeps teardown from deleting the pool under a launch not yet registered, whose
@@ -85,5 +114,6 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
         assert len(adversary.tainted) >= 3, \
             f"the adversary tainted only {sorted(adversary.tainted)} in {CHAOS_S}s: Karpenter " \
             f"did not launch again for the pod, so the bounds prove nothing"
-    timings.record(nodes_tainted=len(adversary.tainted), peak_nodes=seen["nodes"],
+    timings.record(nodes_tainted=len(adversary.tainted), taken_back=len(taken),
+                   longest_wait_for_take_back_s=round(seen["gap"], 1), peak_nodes=seen["nodes"],
                    peak_in_flight=seen["in_flight"], nodeclaims=len(seen["claims"]), window_s=CHAOS_S)

@@ -102,3 +102,21 @@ def bare_apiserver(tmp_path_factory):
     finally:
         for proc in reversed(procs):
             process.terminate(proc.pid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The clusters this session's tests brought up (named ``...-<pid>``) are down by now; a
+    green session also removes the logs ``down`` keeps for them, so hundreds of test runs
+    leave nothing in the cache. A red one keeps them: they are what shows why."""
+    import os
+    from karpenter_e2e.clusters.local import build
+    if exitstatus != 0:
+        return
+    root = build.cache_dir() / "clusters"
+    suffix = f"-{os.getpid()}"
+    for path in root.glob(f"*{suffix}*"):
+        if path.name.endswith((suffix, f"{suffix}.lock")):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)

@@ -146,3 +146,60 @@ def test_an_ec2nodeclass_the_api_server_rejects_is_named_with_its_reason(bare_ap
         Kube(kubeconfig).create(Kind("karpenter.k8s.aws", "v1", "ec2nodeclasses"), body)
     assert str(err.value).startswith("the API server rejected EC2NodeClass bad-abc123: ")
     assert "must specify amiFamily if amiSelectorTerms does not contain an alias" in str(err.value)
+
+
+UNCONSOLIDATABLE = ("default-7501cf-5jrp7 Unconsolidatable (karpenter): Can't remove without "
+                    "creating 2 candidates")
+
+
+def test_a_node_karpenter_will_not_disrupt_is_named_with_its_reason():
+    assert verdict(Evidence(messages=[UNCONSOLIDATABLE])) == \
+        f"Karpenter will not disrupt the node: {UNCONSOLIDATABLE}"
+
+
+def test_a_pending_pods_reason_comes_before_a_disruption_one():
+    # collect() puts the NodeClaims' events first: newer, pod-level reasons decide.
+    assert verdict(Evidence(messages=[UNCONSOLIDATABLE, LIMIT])).startswith("NodePool limit reached")
+
+
+class _Event:
+    def __init__(self, kind, name, reason, message, at):
+        from types import SimpleNamespace as NS
+        self.involved_object = NS(kind=kind, name=name)
+        self.reason, self.message, self.last_timestamp, self.event_time = reason, message, at, None
+        self.metadata = NS(creation_timestamp=at)
+
+
+class _Claims:
+    """A Kube stand-in: one NodeClaim of the test, Karpenter's events on it and on another
+    test's node, and pending pods in two namespaces."""
+    timeout = 5
+
+    def __init__(self):
+        from types import SimpleNamespace as NS
+        events = [_Event("NodeClaim", "default-abc123-x", "Unconsolidatable",
+                         "Can't remove without creating 2 candidates", 2),
+                  _Event("Node", "other-node", "DisruptionBlocked", "not mine", 3),
+                  _Event("Node", "node-x", "DisruptionBlocked",
+                         'Pod "ns/p" has "karpenter.sh/do-not-disrupt" annotation', 1)]
+        pods = [NS(metadata=NS(namespace=ns)) for ns in ("workshop-abc123", "workshop-def", "workshop-def")]
+        self.core = NS(list_event_for_all_namespaces=lambda **kw: NS(items=events),
+                       list_pod_for_all_namespaces=lambda **kw: NS(items=pods),
+                       list_namespaced_pod=lambda *a, **kw: NS(items=[]))
+
+    def list(self, kind, selector=""):
+        if kind.plural == "nodeclaims":
+            assert selector == "karpenter-e2e/test=abc123"
+            return [{"metadata": {"name": "default-abc123-x"}, "status": {"nodeName": "node-x"}}]
+        return []
+
+    def pods(self, namespace):
+        return []
+
+
+def test_the_tests_nodeclaim_events_are_read_and_pending_pods_elsewhere_named():
+    ev = collect(_Claims(), lambda: True, lambda: "", "workshop-abc123", "abc123")
+    assert [m.split(" (karpenter)")[0] for m in ev.messages] == [
+        "node-x DisruptionBlocked", "default-abc123-x Unconsolidatable"]
+    assert ev.messages[-1].endswith("pending elsewhere now: 2 in workshop-def]")
+    assert verdict(ev).startswith("Karpenter will not disrupt the node: default-abc123-x")

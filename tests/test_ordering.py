@@ -1,0 +1,38 @@
+"""Longest scenarios first (fixtures/ordering.py): what xdist hands out first."""
+
+import json
+
+SUITE = """
+import pytest, time
+def test_short(): time.sleep(0.01)
+def test_long(): time.sleep(0.3)
+@pytest.mark.skip(reason="never runs")
+def test_skipped(): pass
+def test_middle(): time.sleep(0.1)
+"""
+
+
+def order(pytester) -> list[str]:
+    result = pytester.runpytest("--collect-only", "-q", "-p", "karpenter_e2e.fixtures.ordering")
+    return [line.split("::")[1] for line in result.outlines if "::" in line]
+
+
+def test_untimed_tests_keep_their_order_and_skipped_ones_go_last(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    assert order(pytester) == ["test_short", "test_long", "test_middle", "test_skipped"]
+
+
+def test_a_run_records_durations_and_the_next_orders_by_them(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.runpytest("-p", "karpenter_e2e.fixtures.ordering").assert_outcomes(passed=3, skipped=1)
+    cached = json.loads((pytester.path / ".pytest_cache/v/karpenter_e2e/durations").read_text())
+    assert cached["test_suite.py::test_long"] > cached["test_suite.py::test_middle"] > \
+        cached["test_suite.py::test_short"]
+    assert "test_suite.py::test_skipped" not in cached
+    assert order(pytester) == ["test_long", "test_middle", "test_short", "test_skipped"]
+
+
+def test_without_the_cache_plugin_nothing_breaks(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "karpenter_e2e.fixtures.ordering")
+    result.assert_outcomes(passed=3, skipped=1)
