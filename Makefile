@@ -25,9 +25,10 @@ setup: $(VENV)/.installed
 
 ## e2e: the main job: the scenario suites against a local cluster it brings up and down.
 ## The binaries are built first, in this process, so a cold build's progress is on screen
-## (xdist workers' logs are not). E2E_WORKERS xdist workers share the cluster: the suites
-## wait on Karpenter's clocks, not the CPU (10 consecutive -n 4 runs green on 2 cores).
-E2E_WORKERS ?= 4
+## (xdist workers' logs are not). E2E_WORKERS xdist workers share the cluster, longest tests
+## first: the suites wait on Karpenter's clocks, not the CPU (load 1.1-1.8 at -n 6 on 2 cores;
+## README, "Workers sharing one cluster").
+E2E_WORKERS ?= 6
 e2e: build
 	$(PY) -m pytest suites -v -o log_cli=true -n $(E2E_WORKERS) --reports-dir reports $(PYTEST_ARGS)
 
