@@ -36,3 +36,23 @@ def test_without_the_cache_plugin_nothing_breaks(pytester):
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "karpenter_e2e.fixtures.ordering")
     result.assert_outcomes(passed=3, skipped=1)
+
+
+def test_xdist_first_chunks_are_dealt_snake_wise():
+    from karpenter_e2e.fixtures.ordering import for_load_scheduling
+    ranks = list(range(20))  # 0 is the longest
+    # 20 tests, 4 workers: xdist's first chunk is max(20 // 4 // 4, 2) = 2 per worker.
+    laid = for_load_scheduling(ranks, 4, None)
+    assert [laid[i * 2:i * 2 + 2] for i in range(4)] == [[0, 7], [1, 6], [2, 5], [3, 4]]
+    assert laid[8:] == list(range(8, 20))
+    # 48 tests, 4 workers: chunks of 3; the third round goes forward again.
+    laid = for_load_scheduling(list(range(48)), 4, None)
+    assert laid[:3] == [0, 7, 8] and laid[9:12] == [3, 4, 11]
+    assert sorted(laid) == list(range(48))
+    assert for_load_scheduling(list(range(5)), 4, None) == list(range(5))  # round-robin
+
+
+def test_workers_collect_the_snake_order(pytester):
+    pytester.makepyfile(test_suite="\n".join(f"def test_{i:02d}(): pass" for i in range(12)))
+    result = pytester.runpytest("-p", "karpenter_e2e.fixtures.ordering", "-n", "3", "-v")
+    result.assert_outcomes(passed=12)
