@@ -56,3 +56,19 @@ def test_workers_collect_the_snake_order(pytester):
     pytester.makepyfile(test_suite="\n".join(f"def test_{i:02d}(): pass" for i in range(12)))
     result = pytester.runpytest("-p", "karpenter_e2e.fixtures.ordering", "-n", "3", "-v")
     result.assert_outcomes(passed=12)
+
+
+def test_the_workers_lay_the_collection_out_for_load_scheduling(pytester):
+    # Each test records the position it ran at on its worker; with 12 equal-cost untimed
+    # tests and 3 workers (chunk 2), worker of test_00 also runs test_05 next (snake).
+    pytester.makeconftest("""
+import json, os
+def pytest_collection_finish(session):
+    if hasattr(session.config, "workerinput"):
+        with open(os.path.join(str(session.config.rootpath), "order.json"), "w") as f:
+            json.dump([i.name for i in session.items], f)
+""")
+    pytester.makepyfile(test_suite="\n".join(f"def test_{i:02d}(): pass" for i in range(12)))
+    pytester.runpytest("-p", "karpenter_e2e.fixtures.ordering", "-n", "3").assert_outcomes(passed=12)
+    order = json.loads((pytester.path / "order.json").read_text())
+    assert order[:6] == ["test_00", "test_05", "test_01", "test_04", "test_02", "test_03"]
