@@ -13,7 +13,7 @@ FROM ?= v1.14.3
 TO ?= v1.15.0
 GATE_ARGS ?=
 
-.PHONY: e2e nightly e2e-aws-sim example-plugin test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
+.PHONY: e2e durations nightly e2e-aws-sim example-plugin test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ setup: $(VENV)/.installed
 E2E_WORKERS ?= 6
 e2e: build
 	$(PY) -m pytest suites -v -o log_cli=true -n $(E2E_WORKERS) --reports-dir reports $(PYTEST_ARGS)
+
+## durations: keep this machine's last measured test durations (pytest's cache) as
+## suites/durations.json, the longest-first order a fresh clone (CI) starts from
+durations: setup
+	$(PY) -m karpenter_e2e.fixtures.ordering
 
 ## nightly: only the nightly-only scenarios (minutes of Karpenter's clock each: chaos);
 ## make e2e skips them, saying so; the nightly workflow and the upgrade gate run them.

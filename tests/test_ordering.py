@@ -36,3 +36,18 @@ def test_without_the_cache_plugin_nothing_breaks(pytester):
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "karpenter_e2e.fixtures.ordering")
     result.assert_outcomes(passed=3, skipped=1)
+
+
+def test_a_durations_file_orders_a_fresh_clone(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeini("[pytest]\nkarpenter_e2e_durations = d.json\n")
+    (pytester.path / "d.json").write_text(json.dumps({"test_suite.py::test_middle": 30,
+                                                      "test_suite.py::test_short": 25}))  # test_long: untimed, 20
+    assert order(pytester) == ["test_middle", "test_short", "test_long", "test_skipped"]
+
+
+def test_a_missing_durations_file_is_a_usage_error(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    pytester.makeini("[pytest]\nkarpenter_e2e_durations = nowhere.json\n")
+    result = pytester.runpytest("-p", "karpenter_e2e.fixtures.ordering")
+    assert result.ret == 4 and "nowhere.json does not exist" in result.stdout.str() + result.stderr.str()
