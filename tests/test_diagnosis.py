@@ -183,9 +183,8 @@ class _Claims:
                   _Event("Node", "node-x", "DisruptionBlocked",
                          'Pod "ns/p" has "karpenter.sh/do-not-disrupt" annotation', 1)]
         pods = [NS(metadata=NS(namespace=ns)) for ns in ("workshop-abc123", "workshop-def", "workshop-def")]
-        self.core = NS(list_event_for_all_namespaces=lambda **kw: NS(items=events),
-                       list_pod_for_all_namespaces=lambda **kw: NS(items=pods),
-                       list_namespaced_pod=lambda *a, **kw: NS(items=[]))
+        self.karpenter_events = lambda namespace=None: events
+        self.core = NS(list_pod_for_all_namespaces=lambda **kw: NS(items=pods))
 
     def list(self, kind, selector=""):
         if kind.plural == "nodeclaims":
