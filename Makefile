@@ -13,7 +13,8 @@ FROM ?= v1.14.3
 TO ?= v1.15.0
 GATE_ARGS ?=
 
-.PHONY: e2e durations nightly e2e-aws-sim example-plugin test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
+PHONY_E2E := soak merge
+.PHONY: $(PHONY_E2E) e2e durations nightly e2e-aws-sim example-plugin test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,14 +24,33 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-## e2e: the main job: the scenario suites against a local cluster it brings up and down.
-## The binaries are built first, in this process, so a cold build's progress is on screen
-## (xdist workers' logs are not). E2E_WORKERS xdist workers share the cluster, longest tests
-## first: the suites wait on Karpenter's clocks, not the CPU (load 1.1-1.8 at -n 6 on 2 cores;
-## README, "Workers sharing one cluster").
-E2E_WORKERS ?= 6
+## e2e: the main job: the scenario suites on E2E_CLUSTERS local clusters at once, each with its
+## own Karpenter and E2E_WORKERS xdist workers sharing it (default: what this machine's cores
+## and memory allow, runners/machine.py). Tests are dealt longest first; own_karpenter tests
+## get a serial cluster. One merged JUnit, Allure results and summary in reports/latest.
+## SHARD=i/N runs the i-th duration-balanced slice (one CI job of N). The binaries are built
+## first, in this process, so a cold build's progress is on screen.
+E2E_CLUSTERS ?=
+E2E_WORKERS ?=
+SHARD ?=
+E2E_RUN = $(PY) -m karpenter_e2e.runners.e2e --reports-dir reports \
+	$(if $(E2E_CLUSTERS),--clusters $(E2E_CLUSTERS)) \
+	$(if $(E2E_WORKERS),--workers $(if $(filter 0,$(E2E_WORKERS)),1,$(E2E_WORKERS))) \
+	$(if $(SHARD),--shard $(SHARD))
 e2e: build
-	$(PY) -m pytest suites -v -o log_cli=true -n $(E2E_WORKERS) --reports-dir reports $(PYTEST_ARGS)
+	$(E2E_RUN) -- -v -o log_cli=true $(PYTEST_ARGS)
+
+## soak: N back-to-back default make e2e runs; each run's closing line, wall time and load
+## average go to reports/soak-<start>.md (stops at nothing: every run is reported)
+N ?= 20
+soak: build
+	$(PY) -m karpenter_e2e.runners.soak --runs $(N) --reports-dir reports -- $(E2E_RUN) -- -v -o log_cli=true $(PYTEST_ARGS)
+
+## merge: one report from several runs' directories (CI's shards): make merge OUT=dir RUNS="a b"
+OUT ?= reports/merged
+RUNS ?=
+merge: setup
+	$(PY) -m karpenter_e2e.runners.merge $(OUT) $(RUNS)
 
 ## durations: keep this machine's last measured test durations (pytest's cache) as
 ## suites/durations.json, the longest-first order a fresh clone (CI) starts from
@@ -40,7 +60,7 @@ durations: setup
 ## nightly: only the nightly-only scenarios (minutes of Karpenter's clock each: chaos);
 ## make e2e skips them, saying so; the nightly workflow and the upgrade gate run them.
 nightly: build
-	$(PY) -m pytest suites -v -o log_cli=true -n $(E2E_WORKERS) -m nightly --run-nightly --reports-dir reports $(PYTEST_ARGS)
+	$(E2E_RUN) -- -v -o log_cli=true -m nightly --run-nightly $(PYTEST_ARGS)
 
 ## e2e-aws-sim: the suites against Karpenter's real AWS provider and a fake AWS (aws-sim mode)
 e2e-aws-sim: setup

@@ -165,6 +165,10 @@ OVERLAY_PRICE_BOUND_S = 90  # consolidateAfter 0s + 10s poll + 15s validation + 
 
 @pytest.mark.scenario("node-overlay-price")
 @pytest.mark.feature_gate("NodeOverlay")
+@pytest.mark.own_karpenter(
+    "its node is a consolidation candidate only once its nomination expires (20 s after "
+    "launch), which changes no cluster state; a consolidation pass over other tests' nodes in "
+    "that window marks the cluster consolidated, and Karpenter then re-checks only after 5 min")
 @pytest.mark.modes("local", "kind", reason="the launch picks by the fake catalogue's prices")
 def test_price_overlay_changes_karpenters_pick(nodepool_factory, inflate_factory, expect,
                                               timeline):

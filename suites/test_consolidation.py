@@ -8,13 +8,10 @@ import pytest
 from karpenter_e2e.fixtures.expect import INSTANCE_TYPE, condition, describe_claims, price
 from karpenter_e2e.fixtures.timings import timestamp
 
+from karpenter_e2e.fixtures.karpenter_clock import DISRUPTION_TOLERANCE_S as TOLERANCE
+from karpenter_e2e.fixtures.karpenter_clock import POD_EVENT_DEDUPE_S as DEDUPE
+
 CONSOLIDATE_AFTER = 30  # seconds, the workshop's consolidateAfter
-# Karpenter's own loop periods bound how late an empty node may go (pkg/controllers/disruption):
-# the disruption loop polls every 10s, then an emptiness command waits 15s before it is
-# re-validated and executed; deleting a KWOK node takes a few seconds more.
-POLLING_PERIOD, VALIDATION_DELAY, TERMINATION = 10, 15, 10
-TOLERANCE = POLLING_PERIOD + VALIDATION_DELAY + TERMINATION
-DEDUPE = 10  # pkg/controllers/nodeclaim/podevents: lastPodEventTime is written at most every 10s
 
 
 def last_pod_event(claims) -> float:

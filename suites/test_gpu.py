@@ -5,7 +5,9 @@ import pytest
 
 from karpenter_e2e.fixtures.expect import GPU_COUNT, GPU_RESOURCE, INSTANCE_TYPE, describe_claims
 from karpenter_e2e.clusters.waits import Observation
+from karpenter_e2e.fixtures.karpenter_clock import DISRUPTION_TOLERANCE_S as TOLERANCE
 
+GPU_CONSOLIDATE_AFTER = 30  # the GPU pool's (defaults/nodepool-gpu.yaml)
 GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
@@ -42,11 +44,31 @@ def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate
         assert not any(is_gpu_node(n) for n in cpu_nodes), \
             [n.metadata.labels[INSTANCE_TYPE] for n in cpu_nodes]
         expect.expect_nodes_satisfy(cpu_pool, cpu_nodes)
-        # Karpenter sized the GPU pool for the GPU pods only: every GPU node runs one of them.
         expect.eventually_settled(gpu_pool, gpu)
+        # Karpenter's plan, not kube-scheduler's packing: a NodeClaim's requests are the pods
+        # Karpenter scheduled onto it, so every GPU NodeClaim was planned for GPU pods, and no
+        # CPU pod was ever nominated to one.
+        claims = expect.nodeclaims(gpu_pool)
+        unplanned = [c["metadata"]["name"] for c in claims
+                     if int(c["spec"].get("resources", {}).get("requests", {})
+                            .get(GPU_RESOURCE, "0")) < 1]
+        assert not unplanned, f"GPU NodeClaims planned for no GPU pod: {unplanned} " \
+                              f"({describe_claims(claims)})"
+        wrong = sorted(f"{e.involved_object.name}: {e.message}"
+                       for e in expect.karpenter_events(cpu.namespace)
+                       if e.reason == "Nominated" and e.involved_object.name.startswith(
+                           f"{cpu.name}-") and f"nodeclaim/{gpu_pool.name}-" in (e.message or ""))
+        assert not wrong, f"Karpenter planned CPU pods onto the GPU pool: {wrong}"
+        # A GPU node that kube-scheduler left without a GPU pod (Karpenter launched a node per
+        # batch of GPU pods, and the scheduler packed them onto one) is empty: the pool's
+        # WhenEmpty policy must take it back within consolidateAfter and Karpenter's loop.
         idle = sorted({n.metadata.name for n in expect.nodes(gpu_pool)}
                       - {n.metadata.name for n in gpu_nodes})
-        assert not idle, f"GPU nodes running no GPU pod: {idle}"
+        if idle:
+            expect.watch_nodes_gone(set(idle), GPU_CONSOLIDATE_AFTER + TOLERANCE,
+                                    f"GPU nodes running no GPU pod {idle} to be consolidated "
+                                    f"(WhenEmpty, consolidateAfter {GPU_CONSOLIDATE_AFTER}s)")
+        timings.record(idle_gpu_nodes=len(idle))
     timings.notes["gpu_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in gpu_nodes))
 
 

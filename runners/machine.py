@@ -1,0 +1,76 @@
+"""How many local clusters, and workers per cluster, this machine runs at once.
+
+The figures are measured (docs/measurements.md, "One local cluster's cost"): the resident
+memory of one cluster's processes (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok, Karpenter) and of one xdist worker, at their peak under the suites,
+and the CPU a busy cluster with its workers keeps. The suites wait on Karpenter's clocks,
+not the CPU, so a cluster's share of a core is well under one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# Peak RSS under `make e2e`, MiB (see the module docstring for where they were measured).
+CLUSTER_PEAK_MIB = 1100
+WORKER_PEAK_MIB = 230
+# Cores one busy cluster with its workers keeps (its processes' CPU seconds / wall seconds).
+CLUSTER_BUSY_CORES = 0.45
+WORKERS_PER_CLUSTER = 3
+MAX_CLUSTERS = 4  # beyond this on 2 cores the lanes' bring-ups and clocks contend
+MEMORY_HEADROOM = 0.8  # of MemAvailable, the rest left to the OS and the runner
+
+
+class SizeError(ValueError):
+    """K clusters that the machine cannot hold."""
+
+
+@dataclass(frozen=True)
+class Size:
+    clusters: int
+    workers: int
+    why: str
+
+
+def available_mib() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) // 1024
+    raise SizeError("cannot read MemAvailable from /proc/meminfo")
+
+
+def cluster_mib(workers: int) -> int:
+    return CLUSTER_PEAK_MIB + workers * WORKER_PEAK_MIB
+
+
+def plan(clusters: int | None, workers: int | None, mode: str = "local",
+         cores: int | None = None, mem_mib: int | None = None) -> Size:
+    """The K and W to run; a K the memory cannot hold is an error before anything starts."""
+    cores = cores or os.cpu_count() or 1
+    mem_mib = mem_mib if mem_mib is not None else available_mib()
+    w = workers or WORKERS_PER_CLUSTER
+    if w < 1:
+        raise SizeError(f"--workers {w}: at least one worker per cluster")
+    if mode != "local":
+        if clusters not in (None, 1):
+            raise SizeError(f"--clusters {clusters}: several clusters at once is local mode "
+                            f"only ({mode} runs one cluster; shard across jobs instead)")
+        return Size(1, w, f"{mode} mode: one cluster, {w} workers")
+    budget = int(mem_mib * MEMORY_HEADROOM)
+    by_memory = budget // cluster_mib(w)
+    if clusters is not None:
+        if clusters < 1:
+            raise SizeError(f"--clusters {clusters}: at least one")
+        if clusters > by_memory:
+            raise SizeError(
+                f"--clusters {clusters} with {w} workers each needs about "
+                f"{clusters * cluster_mib(w)} MiB ({cluster_mib(w)} MiB a cluster at its "
+                f"measured peak); this machine has {mem_mib} MiB available, so at most "
+                f"{by_memory} fit")
+        return Size(clusters, w, f"{clusters} cluster(s) × {w} workers (as asked)")
+    by_cpu = max(1, int(cores / CLUSTER_BUSY_CORES))
+    k = max(1, min(MAX_CLUSTERS, by_cpu, by_memory))
+    return Size(k, w, f"{k} cluster(s) × {w} workers ({cores} cores: {by_cpu} by CPU; "
+                      f"{mem_mib} MiB available: {by_memory} by memory; at most {MAX_CLUSTERS})")

@@ -1,0 +1,97 @@
+"""`make soak N=20`: the same run N times back to back, each one reported.
+
+    python -m karpenter_e2e.runners.soak --runs N [--reports-dir reports] -- COMMAND...
+
+Every run's exit code, wall time, pytest closing line, failed tests and the machine's load
+average (1-minute, at its start and end; the peak of samples every 5 s) are appended to
+``reports/soak-<start>.md`` as each run ends, so a soak cut short still says what it saw.
+Nothing is retried: a soak is the proof that the default run does not flake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+CLOSING = re.compile(r"=+ (.*(?:passed|failed|errors?|skipped|no tests ran).* in [\d.]+s.*?) =+$")
+FAILED = re.compile(r"^(?:\[c\d+\] )?(?:FAILED|ERROR) (\S+)")
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def run_once(cmd: list[str], log: Path) -> dict:
+    peak = [_load()]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(5):
+            peak[0] = max(peak[0], _load())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    start_load, t0 = _load(), time.monotonic()
+    sampler.start()
+    closing, failed = "", []
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            if m := CLOSING.search(line.strip()):
+                closing = m.group(1)
+            if m := FAILED.match(line):
+                failed.append(m.group(1))
+        rc = proc.wait()
+    done.set()
+    return {"rc": rc, "wall": time.monotonic() - t0, "closing": closing or "(no closing line)",
+            "failed": sorted(set(failed)), "load_start": start_load, "load_end": _load(),
+            "load_peak": peak[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.soak")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--reports-dir", type=Path, default=Path("reports"))
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    opts = ap.parse_args(argv)
+    cmd = [a for a in opts.command]
+    if cmd[:1] == ["--"]:
+        cmd = cmd[1:]
+    if opts.runs < 1 or not cmd:
+        print("soak: need --runs >= 1 and a command after --", file=sys.stderr)
+        return 4
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    report = opts.reports_dir / f"soak-{stamp}.md"
+    logs = opts.reports_dir / f"soak-{stamp}"
+    logs.mkdir(parents=True, exist_ok=True)
+    report.write_text(f"# Soak {stamp}: {opts.runs} runs of `{' '.join(cmd)}`\n\n"
+                      f"Machine: {os.cpu_count()} cores; load = 1-minute load average.\n\n"
+                      "| run | exit | wall s | closing line | failed | load start/peak/end |\n"
+                      "|---|---|---|---|---|---|\n")
+    green = 0
+    for n in range(1, opts.runs + 1):
+        r = run_once(cmd, logs / f"run-{n:02d}.log")
+        green += r["rc"] == 0
+        row = (f"| {n} | {r['rc']} | {r['wall']:.0f} | {r['closing']} | "
+               f"{', '.join(r['failed']) or '-'} | "
+               f"{r['load_start']:.2f}/{r['load_peak']:.2f}/{r['load_end']:.2f} |\n")
+        with open(report, "a") as fh:
+            fh.write(row)
+        print(f"soak: run {n}/{opts.runs}: exit {r['rc']} in {r['wall']:.0f}s: {r['closing']}"
+              f"{' FAILED ' + ', '.join(r['failed']) if r['failed'] else ''}", flush=True)
+    with open(report, "a") as fh:
+        fh.write(f"\n{green} of {opts.runs} runs green.\n")
+    print(f"soak: {green} of {opts.runs} runs green; {report}")
+    return 0 if green == opts.runs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""What each lane costs the machine: resident memory and CPU seconds of its processes.
+
+A lane's processes are its pytest (with its xdist workers: the process tree under it) and
+its cluster's (every process whose command line names the cluster's run directory). The
+runner samples them every few seconds and reports each lane's peak memory and its CPU
+seconds per wall second, which is how runners/machine.py's figures were measured.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from karpenter_e2e.clusters.local import process
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[int, float, int] | None:
+    """(parent pid, CPU seconds, RSS bytes) of a live process, or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK, int(fields[21]) * PAGE
+
+
+def tree(root: int) -> list[int]:
+    """``root`` and every descendant, from /proc."""
+    parents: dict[int, list[int]] = {}
+    for p in filter(str.isdigit, os.listdir("/proc")):
+        st = _stat(int(p))
+        if st:
+            parents.setdefault(st[0], []).append(int(p))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += parents.get(pid, [])
+    return out
+
+
+@dataclass
+class LaneUsage:
+    cluster_dir: str
+    pytest_pid: int | None = None
+    peak_cluster_mib: float = 0.0
+    peak_pytest_mib: float = 0.0
+    cpu_s: dict[int, float] = field(default_factory=dict)  # last CPU seconds seen, per pid
+
+    def sample(self) -> None:
+        cluster = process.pids_using(self.cluster_dir)
+        tests = tree(self.pytest_pid) if self.pytest_pid else []
+        rss = {"cluster": 0, "pytest": 0}
+        for group, pids in (("cluster", cluster), ("pytest", tests)):
+            for pid in pids:
+                st = _stat(pid)
+                if st:
+                    rss[group] += st[2]
+                    self.cpu_s[pid] = st[1]
+        self.peak_cluster_mib = max(self.peak_cluster_mib, rss["cluster"] / 2**20)
+        self.peak_pytest_mib = max(self.peak_pytest_mib, rss["pytest"] / 2**20)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu_s.values())
+
+
+class Sampler:
+    """Samples every lane every ``interval`` seconds until stopped."""
+
+    def __init__(self, lanes: list[LaneUsage], interval: float = 5.0):
+        self.lanes, self.interval = lanes, interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="lane-usage")
+        self.started = time.monotonic()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for lane in self.lanes:
+                lane.sample()
+
+    def start(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join(self.interval + 5)
+        return time.monotonic() - self.started

@@ -1,0 +1,108 @@
+"""Dealing tests to shards and lanes, sizing K, and merging the lanes' reports."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from karpenter_e2e.runners import lanes, machine, merge
+from karpenter_e2e.runners.e2e import _pop_option, _strip_workers
+from karpenter_e2e.runners.lanes import PlannedTest
+
+
+def t(name: str, seconds: float, solo: bool = False, skipped: bool = False) -> PlannedTest:
+    return PlannedTest(f"suites/test_x.py::{name}", seconds, solo, skipped)
+
+
+SUITE = [t("a", 116), t("b", 94), t("c", 90), t("d", 90), t("e", 85), t("f", 80), t("g", 80),
+         t("h", 75), t("i", 75), t("j", 70), t("k", 55, solo=True), t("l", 45), t("m", 25),
+         t("n", 25), t("o", 20), t("p", 15), t("q", 15), t("r", 10), t("s", 5),
+         t("z1", 300, skipped=True), t("z2", 300, skipped=True)]
+
+
+@pytest.mark.parametrize("spec", ["3/2", "0/4", "1/0", "a/b", "2", "1/-1", ""])
+def test_bad_shard_specs_are_usage_errors(spec):
+    with pytest.raises(lanes.PlanError):
+        lanes.parse_shard(spec)
+
+
+def test_shards_partition_the_suite_and_balance_it():
+    n = 3
+    slices = [lanes.shard(SUITE, i, n) for i in range(1, n + 1)]
+    ids = [x.nodeid for s in slices for x in s]
+    assert sorted(ids) == sorted(x.nodeid for x in SUITE) and len(ids) == len(set(ids))
+    loads = [sum(x.seconds for x in s if not x.skipped) for s in slices]
+    assert max(loads) - min(loads) <= 116, loads  # no worse than the longest test
+    # deterministic: the same inputs in another order give the same slices
+    assert lanes.shard(list(reversed(SUITE)), 2, n) == slices[1]
+
+
+def test_own_karpenter_tests_run_on_a_serial_lane_and_nothing_runs_beside_them():
+    plan = lanes.deal(SUITE, clusters=4, workers=3)
+    solo_lanes = [lane for lane in plan if any(x.solo for x in lane.tests)]
+    assert solo_lanes and all(lane.workers == 1 for lane in solo_lanes)
+    placed = [x.nodeid for lane in plan for x in lane.tests]
+    assert sorted(placed) == sorted(x.nodeid for x in SUITE)
+    # longest-first list scheduling: no lane ends later than the longest test plus the mean
+    total = sum(x.seconds for x in SUITE if not x.skipped)
+    assert lanes.makespan(plan) <= 116 + total / (3 * 3 + 1)
+
+
+def test_a_plan_never_beats_its_longest_test_and_drops_empty_lanes():
+    plan = lanes.deal([t("a", 100), t("b", 10)], clusters=4, workers=3)
+    assert len(plan) == 1 and lanes.makespan(plan) == 100
+    assert [lane.index for lane in plan] == [0]
+
+
+def test_too_many_clusters_for_the_memory_is_refused_before_anything_starts():
+    with pytest.raises(machine.SizeError, match="at most 2 fit"):
+        machine.plan(clusters=5, workers=3, cores=2,
+                     mem_mib=int(2.5 * machine.cluster_mib(3) / machine.MEMORY_HEADROOM))
+    size = machine.plan(None, None, cores=2, mem_mib=24000)
+    assert 1 <= size.clusters <= machine.MAX_CLUSTERS and size.workers >= 1
+    with pytest.raises(machine.SizeError, match="local mode only"):
+        machine.plan(clusters=2, workers=2, mode="eks", cores=2, mem_mib=24000)
+
+
+def test_runner_owns_the_worker_count_and_the_cluster_name():
+    assert _strip_workers(["-k", "x", "-n", "4", "-n6", "--numprocesses=2", "-v"]) == \
+        ["-k", "x", "-v"]
+    assert _pop_option(["--cluster-name", "a", "-v"], "--cluster-name", "d") == ("a", ["-v"])
+    assert _pop_option(["--cluster-name=b"], "--cluster-name", "d") == ("b", [])
+
+
+def _run_dir(root, name, cases, failures=0, skipped=0):
+    d = root / name
+    (d / "allure-results").mkdir(parents=True)
+    (d / "allure-results" / f"{name}-result.json").write_text("{}")
+    (d / "allure-results" / "environment.properties").write_text(f"mode=local\ncluster={name}\n")
+    (d / "timings").mkdir()
+    (d / "timings" / f"{name}.json").write_text(json.dumps(
+        {"scenario": name, "test": name, "outcome": "passed", "values": {"nodes_used": 1}}))
+    suite = ET.Element("testsuite", tests=str(len(cases)), failures=str(failures),
+                       errors="0", skipped=str(skipped), time="10")
+    for c in cases:
+        ET.SubElement(suite, "testcase", name=c)
+    root_el = ET.Element("testsuites")
+    root_el.append(suite)
+    ET.ElementTree(root_el).write(d / "junit.xml")
+    return d
+
+
+def test_merge_gives_one_junit_one_allure_directory_and_one_summary(tmp_path):
+    a = _run_dir(tmp_path, "c1", ["t1", "t2"], failures=1)
+    b = _run_dir(tmp_path, "c2", ["t3"], skipped=1)
+    out = tmp_path / "merged"
+    totals = merge.merge([a, b], out, wall=12.5)
+    assert (totals.tests, totals.failures, totals.skipped, totals.passed) == (3, 1, 1, 1)
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "3" and len(suite.findall("testcase")) == 3
+    assert sorted(p.name for p in (out / "allure-results").glob("*-result.json")) == \
+        ["c1-result.json", "c2-result.json"]
+    env = (out / "allure-results" / "environment.properties").read_text()
+    assert "mode=local\n" in env and "cluster=c1, c2\n" in env
+    assert "| c1 |" in (out / "summary.md").read_text() and "| c2 |" in (out / "summary.md").read_text()
+    assert totals.line(12.5) == "1 failed, 1 passed, 1 skipped in 12.50s"
+    assert merge.main([str(tmp_path / "m2"), str(a), str(tmp_path / "nope")]) == 2
