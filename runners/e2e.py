@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,34 +82,22 @@ def collect(paths: list[str], args: list[str], out: Path) -> list[PlannedTest]:
     return [PlannedTest(**t) for t in json.loads(out.read_text())]
 
 
-class LaneRun:
-    """One lane's pytest process, its output prefixed on our terminal and kept in a file."""
+class Proc:
+    """One pytest process of a lane, its output prefixed on our terminal and kept in a file."""
 
-    def __init__(self, lane: Lane, cluster_name: str, run_dir: Path, args: list[str]):
-        self.lane, self.cluster_name = lane, cluster_name
-        self.reports = run_dir / "lanes" / f"c{lane.index + 1}"
+    def __init__(self, tag: str, cmd: list[str], reports: Path):
+        self.tag, self.cmd, self.reports = tag, cmd, reports
         self.reports.mkdir(parents=True, exist_ok=True)
-        self.log = self.reports / "pytest.log"
-        ids = [t.nodeid for t in lane.tests]
-        workers = ["-n", str(lane.workers)] if lane.workers > 1 else ["-p", "no:xdist"]
-        self.cmd = [PY, "-m", "pytest", *ids, *workers, "--cluster-name", cluster_name,
-                    "--reports-dir", str(self.reports), *args]
+        self.log = reports / "pytest.log"
         self.proc: subprocess.Popen | None = None
-        self.usage = usage.LaneUsage(str(build.cache_dir() / "clusters" / cluster_name))
-        self.started = self.ended = 0.0
+        self.code: int | None = None
         self._pump: threading.Thread | None = None
 
-    @property
-    def tag(self) -> str:
-        return f"[c{self.lane.index + 1}]"
-
     def start(self) -> None:
-        self.started = time.monotonic()
-        # A session of its own: Ctrl-C reaches the runner, which hands it on once to each lane.
+        # A session of its own: Ctrl-C reaches the runner, which hands it on once to each.
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, text=True, bufsize=1,
                                      start_new_session=True)
-        self.usage.pytest_pid = self.proc.pid
         self._pump = threading.Thread(target=self._copy_output, daemon=True)
         self._pump.start()
 
@@ -120,27 +109,113 @@ class LaneRun:
                 sys.stdout.write(f"{self.tag} {line}")
                 sys.stdout.flush()
 
+    def done(self) -> bool:
+        if self.proc is None or self.proc.poll() is None:
+            return False
+        if self.code is None:
+            if self._pump is not None:
+                self._pump.join(10)
+            self.code = self.proc.returncode
+        return True
+
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
-
-    def wait(self, timeout: float | None = None) -> int:
-        assert self.proc is not None
-        rc = self.proc.wait(timeout)
-        if self._pump is not None:
-            self._pump.join(10)
-        self.ended = time.monotonic()
-        return rc
 
     def run_dir(self) -> Path | None:
         latest = self.reports / "latest"
         return latest.resolve() if latest.exists() else None
 
 
-def _take_down(name: str, mode: str) -> None:
-    subprocess.run([PY, "-m", "karpenter_e2e.clusters", "down", "--cluster", mode,
-                    "--cluster-name", name], timeout=120, check=False,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+class LaneRun:
+    """One lane: its cluster (brought up and taken down here, in local mode), its chain (a
+    serial pytest) and its plain tests (a pytest with xdist), both on that cluster."""
+
+    def __init__(self, lane: Lane, cluster_name: str, run_dir: Path, args: list[str],
+                 cluster_opts: argparse.Namespace | None):
+        self.lane, self.cluster_name = lane, cluster_name
+        self.tag = f"[c{lane.index + 1}]"
+        self.cluster_opts = cluster_opts
+        reports = run_dir / "lanes" / f"c{lane.index + 1}"
+        own = ["--cluster-name", cluster_name] + (["--keep-cluster"] if cluster_opts else [])
+        self.procs: list[Proc] = []
+        if lane.chain:
+            self.procs.append(Proc(f"[c{lane.index + 1} chain]", [
+                PY, "-m", "pytest", *[t.nodeid for t in lane.chain], "-p", "no:xdist", *own,
+                "--reports-dir", str(reports / "chain"), *args], reports / "chain"))
+        if lane.plain:
+            n = lane.plain_workers
+            self.procs.append(Proc(f"[c{lane.index + 1} plain]", [
+                PY, "-m", "pytest", *[t.nodeid for t in lane.plain],
+                *(["-n", str(n)] if n > 1 else ["-p", "no:xdist"]), *own,
+                "--reports-dir", str(reports / "plain"), *args], reports / "plain"))
+        self.usage = usage.LaneUsage(str(build.cache_dir() / "clusters" / cluster_name))
+        self.started = self.ended = 0.0
+        self.up_s: float | None = None
+        self.up_error = ""
+        self.backend = None
+
+    def bring_up(self) -> None:
+        """Up before its tests start (local mode): clusters come up one at a time, so each
+        lane's tests start as soon as its own cluster is ready. A failure is left to the
+        lane's pytest, which then fails its tests with the reason."""
+        self.started = time.monotonic()
+        if self.cluster_opts is None:
+            return
+        from karpenter_e2e.clusters import backends
+        from karpenter_e2e.clusters.errors import ClusterError
+        opts = argparse.Namespace(**{**vars(self.cluster_opts), "cluster_name": self.cluster_name})
+        try:
+            self.backend = backends.create(opts)
+            self.backend.up(reuse=bool(opts.keep_cluster))
+            self.up_s = time.monotonic() - self.started
+            print(f"e2e: {self.tag} cluster {self.cluster_name} up in {self.up_s:.1f}s",
+                  flush=True)
+        except (ClusterError, ValueError) as exc:
+            self.up_error = str(exc).splitlines()[0]
+            print(f"e2e: {self.tag} cluster {self.cluster_name} did not come up: "
+                  f"{self.up_error}", file=sys.stderr, flush=True)
+
+    def start(self) -> None:
+        for p in self.procs:
+            p.start()
+        self.usage.pytest_pids = [p.proc.pid for p in self.procs if p.proc]
+
+    def done(self) -> bool:
+        finished = all(p.done() for p in self.procs) and bool(self.procs)
+        if finished and not self.ended:
+            self.ended = time.monotonic()
+        return finished
+
+    def signal(self, sig: int) -> None:
+        for p in self.procs:
+            p.signal(sig)
+
+    def take_down(self) -> None:
+        if self.backend is not None and not self.cluster_opts.keep_cluster:
+            try:
+                self.backend.down()
+            except Exception as exc:  # noqa: BLE001 - every other lane still goes down
+                print(f"e2e: {self.tag} taking {self.cluster_name} down failed: {exc}",
+                      file=sys.stderr, flush=True)
+            else:
+                if all(p.code == 0 for p in self.procs):  # a green lane's logs: nothing to read
+                    shutil.rmtree(self.usage.cluster_dir, ignore_errors=True)
+                    for suffix in (".lock", ".share", ".share.turnstile"):
+                        Path(self.usage.cluster_dir + suffix).unlink(missing_ok=True)
+        self.backend = None
+
+
+def _cluster_options(args: list[str], mode: str) -> argparse.Namespace | None:
+    """The cluster options among the pytest args (local mode: the runner brings the lanes'
+    clusters up and down itself with them); None in other modes, where pytest does."""
+    if mode != "local":
+        return None
+    from karpenter_e2e.clusters import backends
+    p = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
+    backends.add_options(p.add_argument)
+    p.add_argument("--keep-cluster", action="store_true")
+    return p.parse_known_args(args)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="local clusters at once (default: what this machine's cores and "
                          "memory allow, runners/machine.py)")
     ap.add_argument("--workers", type=int, default=None,
-                    help="xdist workers per cluster (default: runners/machine.py)")
+                    help="tests at once per cluster: its disruption chain and the rest "
+                         "(default: runners/machine.py)")
     ap.add_argument("--shard", default=None, metavar="I/N",
                     help="run only the I-th of N duration-balanced slices")
     ap.add_argument("--reports-dir", type=Path, default=Path("reports"))
@@ -173,66 +249,90 @@ def main(argv: list[str] | None = None) -> int:
     tests = collect(opts.paths.split(","), args, run_dir / "collected.json")
     if shard:
         tests = lanes.shard(tests, *shard)
-    if not [t for t in tests if not t.skipped] and not tests:
+    if not tests:
         print("e2e: no test collected", file=sys.stderr)
         return 5
-    plan = lanes.deal(tests, size.clusters, size.workers)
+    plan = lanes.deal(tests, size.clusters, size.workers, start_gap=machine.BRINGUP_S)
     base, args = _pop_option(args, "--cluster-name", "karpenter-e2e")
     print(f"e2e: {len([t for t in tests if not t.skipped])} tests to run"
           f"{f' (shard {opts.shard})' if shard else ''} on {len(plan)} cluster(s): "
           f"{size.why}; planned {lanes.makespan(plan):.0f}s", flush=True)
     for lane in plan:
-        ran = [t for t in lane.tests if not t.skipped]
-        print(f"e2e:   c{lane.index + 1}: {lane.workers} worker(s), {len(ran)} tests, "
-              f"planned {lane.makespan:.0f}s{' (serial: own_karpenter)' if lane.serial and any(t.solo for t in ran) else ''}",
-              flush=True)
+        kind = "serial (own_karpenter)" if lane.serial else f"chain + {lane.plain_workers} plain"
+        print(f"e2e:   c{lane.index + 1}: {kind}: {len(lane.chain)} + {len(lane.plain)} tests, "
+              f"planned {lane.makespan:.0f}s", flush=True)
     (run_dir / "plan.json").write_text(json.dumps(
-        [{"lane": f"c{lane.index + 1}", "workers": lane.workers, "planned_s": lane.makespan,
-          "tests": [t.nodeid for t in lane.tests]} for lane in plan], indent=1))
+        [{"lane": f"c{lane.index + 1}", "plain_workers": lane.plain_workers,
+          "planned_s": round(lane.makespan, 1), "chain": [t.nodeid for t in lane.chain],
+          "plain": [t.nodeid for t in lane.plain]} for lane in plan], indent=1))
     if opts.dry_run:
         return 0
-    runs = [LaneRun(lane, base if len(plan) == 1 else f"{base}-c{lane.index + 1}", run_dir, args)
-            for lane in plan]
-    return _run(runs, run_dir, opts.reports_dir, mode)
+    cluster_opts = _cluster_options(args, mode)
+    runs = [LaneRun(lane, base if len(plan) == 1 else f"{base}-c{lane.index + 1}", run_dir, args,
+                    cluster_opts) for lane in plan]
+    return _run(runs, run_dir, opts.reports_dir)
 
 
-def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path, mode: str) -> int:
+def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
     interrupted = threading.Event()
+    started_lanes: list[LaneRun] = []
 
     def on_signal(signum, _frame) -> None:
         if not interrupted.is_set():
             interrupted.set()
             print(f"e2e: {signal.Signals(signum).name}: stopping every lane (each takes its "
                   f"cluster down)", file=sys.stderr, flush=True)
-            for r in runs:
-                r.signal(signal.SIGINT)
+            with lock:
+                for r in list(started_lanes):
+                    r.signal(signal.SIGINT)
+
+    lock = threading.Lock()
+
+    def bring_up_in_turn() -> None:
+        # One at a time, in lane order (the longest plans first), each lane starting once its
+        # own cluster is up. All at once was slower: ten kube-apiservers starting together
+        # took 49-60 s each on 2 cores, against 6-10 s in turn.
+        for r in runs:
+            if interrupted.is_set():
+                return
+            r.bring_up()
+            with lock:
+                if interrupted.is_set():
+                    return
+                r.start()
+                started_lanes.append(r)
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
-    codes: dict[str, int] = {}
-    sampler = usage.Sampler([r.usage for r in runs])
+    sampler = usage.Sampler([r.usage for r in runs]).start()
+    ups = [threading.Thread(target=bring_up_in_turn, daemon=True, name="bring-up")]
+    ups[0].start()
+    deadline = None
     try:
-        for r in runs:
-            r.start()
-        sampler.start()
-        for r in runs:
-            while True:
-                try:
-                    codes[r.tag] = r.wait(timeout=1.0 if not interrupted.is_set() else STOP_GRACE_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    if interrupted.is_set():
+        while any(u.is_alive() for u in ups) or any(not r.done() for r in started_lanes):
+            for r in list(started_lanes):
+                if r.backend is not None and r.done():
+                    r.take_down()  # as soon as its tests are over: the others have the cores
+            if interrupted.is_set():
+                deadline = deadline or time.monotonic() + STOP_GRACE_S
+                if time.monotonic() > deadline:
+                    for r in started_lanes:  # a teardown that did not finish in time
                         r.signal(signal.SIGKILL)
-                        _take_down(r.cluster_name, mode)
-                        codes[r.tag] = 130
-                        break
+                    break
+            time.sleep(0.5)
+        for u in ups:
+            u.join(STOP_GRACE_S)
     finally:
+        for r in runs:
+            r.done()
+            r.take_down()
         sampler.stop()
         for s, h in old.items():
             signal.signal(s, h)
     wall = time.monotonic() - started
-    lane_dirs = [d for d in (r.run_dir() for r in runs) if d is not None]
-    totals = merge.merge(lane_dirs, run_dir, wall) if lane_dirs else merge.Totals()
+    procs = [p for r in runs for p in r.procs]
+    dirs = [d for d in (p.run_dir() for p in procs) if d is not None]
+    totals = merge.merge(dirs, run_dir, wall) if dirs else merge.Totals()
     latest = reports_dir / "latest"
     tmp = latest.with_name(f".latest-{run_dir.name}")
     tmp.unlink(missing_ok=True)
@@ -241,28 +341,35 @@ def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path, mode: str) -> in
     print("=" * 30 + " karpenter-e2e lanes " + "=" * 30)
     rows = []
     for r in runs:
-        took = max(r.ended - r.started, 1e-9)
+        took = max((r.ended or time.monotonic()) - r.started, 1e-9) if r.started else 0.0
         u = r.usage
-        rows.append({"lane": r.tag, "cluster": r.cluster_name, "workers": r.lane.workers,
-                     "exit": codes.get(r.tag), "wall_s": round(took, 1),
-                     "planned_s": round(r.lane.makespan, 1),
+        rows.append({"lane": r.tag, "cluster": r.cluster_name,
+                     "plain_workers": r.lane.plain_workers,
+                     "exit": {p.tag: p.code for p in r.procs}, "up_s": r.up_s,
+                     "wall_s": round(took, 1), "planned_s": round(r.lane.makespan, 1),
                      "peak_cluster_mib": round(u.peak_cluster_mib),
                      "peak_pytest_mib": round(u.peak_pytest_mib),
-                     "cpu_cores": round(u.cpu_seconds / took, 2)})
-        print(f"{r.tag} {r.cluster_name}: exit {codes.get(r.tag)}, {took:.0f}s (planned "
-              f"{r.lane.makespan:.0f}s); peak memory: cluster {u.peak_cluster_mib:.0f} MiB, "
-              f"pytest {u.peak_pytest_mib:.0f} MiB ({r.lane.workers} workers); CPU "
-              f"{u.cpu_seconds / took:.2f} cores; log {r.log}")
+                     "cpu_cores": round(u.cpu_seconds / max(took, 1e-9), 3)})
+        print(f"{r.tag} {r.cluster_name}: exit {', '.join(f'{p.code}' for p in r.procs)}; "
+              f"{took:.0f}s from bring-up to its last test (planned "
+              f"{r.lane.makespan - r.lane.start:.0f}s){f'; up in {r.up_s:.1f}s' if r.up_s else ''}"
+              f"{f'; DID NOT COME UP: {r.up_error}' if r.up_error else ''}; peak memory: "
+              f"cluster {u.peak_cluster_mib:.0f} MiB, pytest {u.peak_pytest_mib:.0f} MiB; "
+              f"CPU {u.cpu_seconds / max(took, 1e-9):.2f} cores")
     (run_dir / "lanes.json").write_text(json.dumps(rows, indent=1))
     print((run_dir / "summary.md").read_text() if (run_dir / "summary.md").is_file() else "")
-    print(f"(merged: {run_dir}/junit.xml, allure-results/, summary.md, timelines/)")
+    print(f"(merged: {run_dir}/junit.xml, allure-results/, summary.md, timelines/; lanes' "
+          f"logs in {run_dir}/lanes/)")
     print(f"{'=' * 20} {totals.line(wall)} {'=' * 20}", flush=True)
     if interrupted.is_set():
         return 130
-    bad = [c for c in codes.values() if c not in (0, 5)]
-    if not bad:
+    codes = [p.code for p in procs]
+    bad = [c for c in codes if c not in (0, 5)]
+    if not bad and any(c == 0 for c in codes):
         return 0
-    return 1 if all(c == 1 for c in bad) else max(bad)
+    if not bad:
+        return 5
+    return 1 if all(c == 1 for c in bad) else max(c if c is not None else 3 for c in bad)
 
 
 if __name__ == "__main__":

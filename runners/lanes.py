@@ -1,10 +1,15 @@
 """How a run's tests are dealt out: to shards (machines), then to lanes (clusters) on one.
 
-A lane is one cluster with its own Karpenter and ``workers`` xdist workers sharing it. A test
-marked ``own_karpenter`` never shares its Karpenter with a test running at the same time: it
-goes to a serial lane (one worker). Within those rules, tests are dealt longest first to the
-lane whose earliest-free worker frees first (LPT list scheduling), which is how xdist's load
-scheduler then runs them; the plan's makespan is the run's expected wall time.
+A lane is one cluster with its own Karpenter. Karpenter's disruption loop acts on one
+command at a time for the whole cluster, so the scenarios that wait on it
+(``disruption_loop``) run one after another on a lane: its *chain*, one serial pytest. The
+other tests run beside the chain, on the lane's *plain* workers (one pytest with xdist). A
+test marked ``own_karpenter`` never shares its Karpenter with a running test: it goes to a
+*serial* lane, which has a chain and no plain workers.
+
+Tests are dealt longest first to whichever allowed worker frees first (LPT list
+scheduling); lane k starts ``k * start_gap`` seconds late, since clusters come up one at a
+time. The plan's makespan is the run's expected wall time.
 """
 
 from __future__ import annotations
@@ -19,32 +24,43 @@ class PlannedTest:
     seconds: float  # measured duration (or its module's typical cost)
     solo: bool = False  # marked own_karpenter
     skipped: bool = False  # will be skipped at collection (costs nothing, needs no cluster)
+    chain: bool = False  # marked disruption_loop
 
 
 @dataclass
 class Lane:
     index: int
-    workers: int
-    tests: list[PlannedTest] = field(default_factory=list)
-    finish: list[float] = field(default_factory=list)  # per worker, as planned
+    plain_workers: int  # 0: a serial lane
+    start: float = 0.0  # when its cluster is expected up, relative to the run's start
+    chain: list[PlannedTest] = field(default_factory=list)
+    plain: list[PlannedTest] = field(default_factory=list)
+    chain_end: float = 0.0
+    plain_free: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.chain_end = self.start
+        self.plain_free = [self.start] * self.plain_workers
 
     @property
     def serial(self) -> bool:
-        return self.workers == 1
+        return self.plain_workers == 0
+
+    @property
+    def tests(self) -> list[PlannedTest]:
+        return self.chain + self.plain
 
     @property
     def makespan(self) -> float:
-        return max(self.finish, default=0.0)
+        return max([self.chain_end, *self.plain_free])
 
-    def place(self, test: PlannedTest) -> None:
-        if not self.finish:
-            self.finish = [0.0] * self.workers
-        earliest = heapq.heappop(self.finish)
-        heapq.heappush(self.finish, earliest + test.seconds)
-        self.tests.append(test)
+    def place_on_chain(self, test: PlannedTest) -> None:
+        self.chain.append(test)
+        self.chain_end += test.seconds
 
-    def free_at(self) -> float:
-        return min(self.finish) if self.finish else 0.0
+    def place_plain(self, test: PlannedTest) -> None:
+        earliest = heapq.heappop(self.plain_free)
+        heapq.heappush(self.plain_free, earliest + test.seconds)
+        self.plain.append(test)
 
 
 class PlanError(ValueError):
@@ -72,8 +88,7 @@ def shard(tests: list[PlannedTest], i: int, n: int) -> list[PlannedTest]:
     Skipped tests are dealt round-robin so each shard reports its share of them."""
     loads = [(0.0, k) for k in range(n)]
     mine: list[PlannedTest] = []
-    run = [t for t in tests if not t.skipped]
-    for t in _longest_first(run):
+    for t in _longest_first([t for t in tests if not t.skipped]):
         load, k = heapq.heappop(loads)
         heapq.heappush(loads, (load + t.seconds, k))
         if k == i - 1:
@@ -83,43 +98,44 @@ def shard(tests: list[PlannedTest], i: int, n: int) -> list[PlannedTest]:
     return mine
 
 
-def deal(tests: list[PlannedTest], clusters: int, workers: int) -> list[Lane]:
-    """Deal the tests to ``clusters`` lanes of ``workers`` workers each; as many lanes as the
-    own_karpenter tests need become serial (one worker), so none of them shares Karpenter.
-    Lanes left with no test are dropped (no cluster is started for them)."""
+def _simulate(run: list[PlannedTest], clusters: int, workers: int, serial: int,
+              start_gap: float) -> list[Lane]:
+    """``workers`` tests at once on a shared lane: its chain and ``workers - 1`` plain."""
+    lanes = [Lane(k, 0 if k < serial else max(workers - 1, 0), start=k * start_gap)
+             for k in range(clusters)]
+    for t in run:
+        slots: list[tuple[float, int, int, Lane]] = []  # (free at, kind, lane index, lane)
+        for lane in lanes:
+            if t.solo and not lane.serial:
+                continue
+            slots.append((lane.chain_end, 1, lane.index, lane))
+            if not (t.solo or t.chain) and lane.plain_workers:
+                slots.append((min(lane.plain_free), 0, lane.index, lane))
+        _, kind, _, lane = min(slots, key=lambda s: s[:3])
+        (lane.place_plain if kind == 0 else lane.place_on_chain)(t)
+    return lanes
+
+
+def deal(tests: list[PlannedTest], clusters: int, workers: int,
+         start_gap: float = 0.0) -> list[Lane]:
+    """Deal the tests to ``clusters`` lanes running ``workers`` tests at once each; as many
+    lanes as the own_karpenter tests need become serial. Lanes left with no test are dropped
+    (no cluster is started for them); skipped tests go to the first lane's chain."""
     if clusters < 1 or workers < 1:
         raise PlanError(f"need at least one cluster and one worker (got {clusters} and {workers})")
     run = _longest_first([t for t in tests if not t.skipped])
-    solo = [t for t in run if t.solo]
-    serial = _serial_lanes_needed(run, solo, clusters, workers) if solo else 0
-    lanes = [Lane(k, 1 if k < serial else workers) for k in range(clusters)]
-    for t in run:
-        allowed = lanes[:serial] if t.solo else lanes
-        min(allowed, key=lambda lane: (lane.free_at(), lane.index)).place(t)
-    skipped = [t for t in tests if t.skipped]
+    serial = 0
+    if any(t.solo for t in run):
+        top = clusters if all(t.solo for t in run) else max(clusters - 1, 1)
+        spans = {s: makespan(_simulate(run, clusters, workers, s, start_gap))
+                 for s in range(1, top + 1)}
+        serial = min(spans, key=lambda s: (round(spans[s], 6), s))
+    lanes = _simulate(run, clusters, workers, serial, start_gap)
     used = [lane for lane in lanes if lane.tests] or lanes[:1]
-    for j, t in enumerate(sorted(skipped, key=lambda t: t.nodeid)):
-        used[j % len(used)].tests.append(t)
+    used[0].chain += sorted((t for t in tests if t.skipped), key=lambda t: t.nodeid)
     for k, lane in enumerate(used):
         lane.index = k
     return used
-
-
-def _serial_lanes_needed(run: list[PlannedTest], solo: list[PlannedTest], clusters: int,
-                         workers: int) -> int:
-    """The fewest serial lanes whose plan has the smallest makespan (one lane at least keeps
-    its workers while there are tests that may share)."""
-    best, best_span = 1, float("inf")
-    top = clusters if len(solo) == len(run) else clusters - 1
-    for serial in range(1, max(top, 1) + 1):
-        lanes = [Lane(k, 1 if k < serial else workers) for k in range(clusters)]
-        for t in run:
-            allowed = lanes[:serial] if t.solo else lanes
-            min(allowed, key=lambda lane: (lane.free_at(), lane.index)).place(t)
-        span = max(lane.makespan for lane in lanes)
-        if span < best_span - 1e-9:
-            best, best_span = serial, span
-    return best
 
 
 def makespan(lanes: list[Lane]) -> float:

@@ -13,13 +13,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# Peak RSS under `make e2e`, MiB (see the module docstring for where they were measured).
-CLUSTER_PEAK_MIB = 1100
-WORKER_PEAK_MIB = 230
-# Cores one busy cluster with its workers keeps (its processes' CPU seconds / wall seconds).
-CLUSTER_BUSY_CORES = 0.45
-WORKERS_PER_CLUSTER = 3
-MAX_CLUSTERS = 4  # beyond this on 2 cores the lanes' bring-ups and clocks contend
+# Peak RSS under `make e2e`, MiB: a cluster 642-751 MiB (idle: 567 MiB); a lane's pytest
+# about 140 MiB a process (a chain and one plain pytest: 234-295 MiB).
+CLUSTER_PEAK_MIB = 760
+WORKER_PEAK_MIB = 150
+# Cores one lane keeps busy (its processes' CPU seconds / its wall seconds): 0.10-0.28 over
+# 8 lanes, mean 0.21 (an idle cluster alone: 0.04). Lanes are sized to keep CPU_TARGET of
+# the cores busy at that rate.
+CLUSTER_BUSY_CORES = 0.21
+CPU_TARGET = 0.75
+WORKERS_PER_CLUSTER = 2  # its disruption chain and one plain pytest: 3 gained nothing
+MAX_CLUSTERS = 8  # 10 at once kept 2 cores 100% busy (load 21) and was slower
+# Clusters come up one after another (6.9 s on an idle machine; 5.7-10.3 s beside running
+# lanes): lane k's tests are planned to start k times this late.
+BRINGUP_S = 8.0
 MEMORY_HEADROOM = 0.8  # of MemAvailable, the rest left to the OS and the runner
 
 
@@ -70,7 +77,7 @@ def plan(clusters: int | None, workers: int | None, mode: str = "local",
                 f"measured peak); this machine has {mem_mib} MiB available, so at most "
                 f"{by_memory} fit")
         return Size(clusters, w, f"{clusters} cluster(s) × {w} workers (as asked)")
-    by_cpu = max(1, int(cores / CLUSTER_BUSY_CORES))
+    by_cpu = max(1, int(cores * CPU_TARGET / CLUSTER_BUSY_CORES))
     k = max(1, min(MAX_CLUSTERS, by_cpu, by_memory))
     return Size(k, w, f"{k} cluster(s) × {w} workers ({cores} cores: {by_cpu} by CPU; "
                       f"{mem_mib} MiB available: {by_memory} by memory; at most {MAX_CLUSTERS})")

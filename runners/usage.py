@@ -47,14 +47,14 @@ def tree(root: int) -> list[int]:
 @dataclass
 class LaneUsage:
     cluster_dir: str
-    pytest_pid: int | None = None
+    pytest_pids: list[int] = field(default_factory=list)
     peak_cluster_mib: float = 0.0
     peak_pytest_mib: float = 0.0
     cpu_s: dict[int, float] = field(default_factory=dict)  # last CPU seconds seen, per pid
 
     def sample(self) -> None:
         cluster = process.pids_using(self.cluster_dir)
-        tests = tree(self.pytest_pid) if self.pytest_pid else []
+        tests = [pid for root in self.pytest_pids for pid in tree(root)]
         rss = {"cluster": 0, "pytest": 0}
         for group, pids in (("cluster", cluster), ("pytest", tests)):
             for pid in pids:

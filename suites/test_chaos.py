@@ -14,7 +14,7 @@ from karpenter_e2e.fixtures.adversary import NodeTainter
 from karpenter_e2e.fixtures.expect import condition
 from karpenter_e2e.clusters.waits import Observation
 
-pytestmark = pytest.mark.nightly
+pytestmark = [pytest.mark.nightly, pytest.mark.disruption_loop]
 
 CHAOS_S = 300  # upstream's window: five minutes
 # Upstream's bound: fewer than 35 nodes at any time in the window. It holds only for slow

@@ -11,6 +11,10 @@ from karpenter_e2e.fixtures.timings import timestamp
 from karpenter_e2e.fixtures.karpenter_clock import DISRUPTION_TOLERANCE_S as TOLERANCE
 from karpenter_e2e.fixtures.karpenter_clock import POD_EVENT_DEDUPE_S as DEDUPE
 
+# These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
+# the whole cluster: one of them at a time per Karpenter (the runner's lanes; README).
+pytestmark = pytest.mark.disruption_loop
+
 CONSOLIDATE_AFTER = 30  # seconds, the workshop's consolidateAfter
 
 

@@ -14,6 +14,10 @@ from karpenter_e2e.fixtures.expect import condition
 from karpenter_e2e.clusters.waits import TIMEOUTS, Observation
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
+# These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
+# the whole cluster: one of them at a time per Karpenter (the runner's lanes; README).
+pytestmark = pytest.mark.disruption_loop
+
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
 EMPTY_AT_ONCE = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s"}
 # Unblocked, an empty node with consolidateAfter 0s is deleted within a disruption poll (10s)

@@ -9,6 +9,10 @@ from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, condition
 from karpenter_e2e.fixtures.pacing import ExpirationPacing
 from karpenter_e2e.fixtures.timings import timestamp
 
+# These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
+# the whole cluster: one of them at a time per Karpenter (the runner's lanes; README).
+pytestmark = pytest.mark.disruption_loop
+
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
 HOLD_S = 60  # drift-blocked: how long nothing may happen while do-not-disrupt stands
 

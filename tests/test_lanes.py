@@ -12,8 +12,9 @@ from karpenter_e2e.runners.e2e import _pop_option, _strip_workers
 from karpenter_e2e.runners.lanes import PlannedTest
 
 
-def t(name: str, seconds: float, solo: bool = False, skipped: bool = False) -> PlannedTest:
-    return PlannedTest(f"suites/test_x.py::{name}", seconds, solo, skipped)
+def t(name: str, seconds: float, solo: bool = False, skipped: bool = False,
+      chain: bool = False) -> PlannedTest:
+    return PlannedTest(f"suites/test_x.py::{name}", seconds, solo, skipped, chain)
 
 
 SUITE = [t("a", 116), t("b", 94), t("c", 90), t("d", 90), t("e", 85), t("f", 80), t("g", 80),
@@ -40,14 +41,18 @@ def test_shards_partition_the_suite_and_balance_it():
 
 
 def test_own_karpenter_tests_run_on_a_serial_lane_and_nothing_runs_beside_them():
-    plan = lanes.deal(SUITE, clusters=4, workers=3)
+    suite = SUITE + [t("d1", 100, chain=True), t("d2", 90, chain=True), t("d3", 60, chain=True)]
+    plan = lanes.deal(suite, clusters=4, workers=3, start_gap=5)
     solo_lanes = [lane for lane in plan if any(x.solo for x in lane.tests)]
-    assert solo_lanes and all(lane.workers == 1 for lane in solo_lanes)
+    assert solo_lanes and all(lane.serial and not lane.plain for lane in solo_lanes)
     placed = [x.nodeid for lane in plan for x in lane.tests]
-    assert sorted(placed) == sorted(x.nodeid for x in SUITE)
+    assert sorted(placed) == sorted(x.nodeid for x in suite)
+    # disruption-loop tests never run beside each other: only ever on a lane's chain
+    assert all(not x.chain for lane in plan for x in lane.plain)
     # longest-first list scheduling: no lane ends later than the longest test plus the mean
-    total = sum(x.seconds for x in SUITE if not x.skipped)
-    assert lanes.makespan(plan) <= 116 + total / (3 * 3 + 1)
+    total = sum(x.seconds for x in suite if not x.skipped)
+    assert lanes.makespan(plan) <= 116 + total / (3 * 3 + 1) + 3 * 5
+    assert [lane.start for lane in plan] == [0, 5, 10, 15]
 
 
 def test_a_plan_never_beats_its_longest_test_and_drops_empty_lanes():
@@ -106,3 +111,30 @@ def test_merge_gives_one_junit_one_allure_directory_and_one_summary(tmp_path):
     assert "| c1 |" in (out / "summary.md").read_text() and "| c2 |" in (out / "summary.md").read_text()
     assert totals.line(12.5) == "1 failed, 1 passed, 1 skipped in 12.50s"
     assert merge.main([str(tmp_path / "m2"), str(a), str(tmp_path / "nope")]) == 2
+
+
+def test_the_room_lets_readers_share_and_a_writer_in_alone(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from karpenter_e2e.clusters.filelock import room
+    path = tmp_path / "c.share"
+    holder = ("import sys, time; from pathlib import Path; "
+              "from karpenter_e2e.clusters.filelock import room\n"
+              "with room(Path(sys.argv[1]), exclusive=sys.argv[2] == 'x'):\n"
+              "    Path(sys.argv[3]).write_text(str(time.time())); time.sleep(1.0)\n"
+              "    Path(sys.argv[3] + '.end').write_text(str(time.time()))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", holder, str(path), kind, str(tmp_path / n)])
+             for kind, n in (("s", "r1"), ("s", "r2"))]
+    time.sleep(0.3)
+    writer = subprocess.Popen([sys.executable, "-c", holder, str(path), "x", str(tmp_path / "w")])
+    for p in [*procs, writer]:
+        assert p.wait(20) == 0
+    r_start = [float((tmp_path / n).read_text()) for n in ("r1", "r2")]
+    r_end = [float((tmp_path / f"{n}.end").read_text()) for n in ("r1", "r2")]
+    w_start = float((tmp_path / "w").read_text())
+    assert abs(r_start[0] - r_start[1]) < 0.9  # the readers shared the room
+    assert w_start >= max(r_end)  # the writer waited for both to leave
+    with room(path, exclusive=True):  # and the room is free again
+        pass

@@ -208,11 +208,7 @@ class LocalCluster:
             self.down()
         started = time.monotonic()
         try:
-            # kwokctl picks etcd's and the controllers' ports itself, as "the first free one":
-            # two clusters created at once pick the same and one apiserver ends up on the
-            # other's etcd. Creations on this machine therefore take turns (about 5s each).
-            with file_lock(build.cache_dir() / "clusters" / ".create.lock"):
-                self._up()
+            self._up()
         except BaseException:
             # Ctrl-C or a failure half-way: nothing of ours may stay running.
             log.warning("bring-up of %r failed; tearing down what was started", self.name)
@@ -230,19 +226,24 @@ class LocalCluster:
                                                  "kube-scheduler", "kubectl", "etcd", "kwok",
                                                  "kwokctl")])
         self._karpenter_binary(self.karpenter_version)
-        port = self.apiserver_port or process.free_port()
-        if process.port_in_use(port):
-            owner = process.port_owner(port)
-            raise ClusterError(f"port {port} on 127.0.0.1 is already in use"
-                               + (f" by {owner}" if owner else "")
-                               + "; choose another with --apiserver-port or stop that process")
-        self._save_state(name=self.name, run_dir=str(self.run_dir), apiserver_port=port,
-                         karpenter_version=self.karpenter_version, started=time.time())
-        self._start_cloud()
-        config = self.run_dir / "kwokctl.yaml"
-        config.write_text(yaml.safe_dump(self._kwokctl_config(port), sort_keys=False))
-        proc = self._kwokctl("create", "cluster", "--config", str(config),
-                             "--kubeconfig", str(self.kubeconfig), "--wait", "60s", timeout=180)
+        # kwokctl picks etcd's and the controllers' ports itself, as "the first free one": two
+        # clusters created at once pick the same and one apiserver ends up on the other's
+        # etcd. From the choice of ports to a running control plane, creations therefore take
+        # turns (3.8 s each, of a 6.9 s bring-up; CRDs and Karpenter start after the turn).
+        with file_lock(build.cache_dir() / "clusters" / ".create.lock"):
+            port = self.apiserver_port or process.free_port()
+            if process.port_in_use(port):
+                owner = process.port_owner(port)
+                raise ClusterError(f"port {port} on 127.0.0.1 is already in use"
+                                   + (f" by {owner}" if owner else "")
+                                   + "; choose another with --apiserver-port or stop that process")
+            self._save_state(name=self.name, run_dir=str(self.run_dir), apiserver_port=port,
+                             karpenter_version=self.karpenter_version, started=time.time())
+            self._start_cloud()
+            config = self.run_dir / "kwokctl.yaml"
+            config.write_text(yaml.safe_dump(self._kwokctl_config(port), sort_keys=False))
+            proc = self._kwokctl("create", "cluster", "--config", str(config),
+                                 "--kubeconfig", str(self.kubeconfig), "--wait", "60s", timeout=180)
         if proc.returncode != 0:
             raise ClusterError("kwokctl could not create the control plane:\n"
                                + _tail(proc.stderr or proc.stdout, 25)
@@ -363,23 +364,26 @@ class LocalCluster:
         if version != self._state().get("crds_version"):
             self._install_crds(version)  # new CRDs first, then the controller
             self._save_state(crds_version=version)
-        metrics, health = process.free_port(), process.free_port()
-        log_path = self.logs_dir / "karpenter.log"
-        env = {**os.environ,
-               "KUBECONFIG": str(self.kubeconfig),
-               "DISABLE_LEADER_ELECTION": "true",
-               "METRICS_PORT": str(metrics),
-               "HEALTH_PROBE_PORT": str(health),
-               "LOG_LEVEL": os.environ.get("KARPENTER_LOG_LEVEL", "info")}
-        env.update(self._karpenter_env())
-        env = {k: v for k, v in env.items() if v is not None}  # None: unset it
-        with open(log_path, "a") as out:
-            out.write(f"--- {binary.name} {version} starting {time.strftime('%H:%M:%S')} ---\n")
-            out.flush()
-            cmd = self._karpenter_command(binary)
-            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, cwd=self.run_dir,
-                                    start_new_session=True)  # Ctrl-C goes to us; down() stops it
+        # Its ports are picked, and the process started, in the creation turn: a control plane
+        # created beside it (kwokctl takes "the first free one") then starts only after it.
+        with file_lock(build.cache_dir() / "clusters" / ".create.lock"):
+            metrics, health = process.free_port(), process.free_port()
+            log_path = self.logs_dir / "karpenter.log"
+            env = {**os.environ,
+                   "KUBECONFIG": str(self.kubeconfig),
+                   "DISABLE_LEADER_ELECTION": "true",
+                   "METRICS_PORT": str(metrics),
+                   "HEALTH_PROBE_PORT": str(health),
+                   "LOG_LEVEL": os.environ.get("KARPENTER_LOG_LEVEL", "info")}
+            env.update(self._karpenter_env())
+            env = {k: v for k, v in env.items() if v is not None}  # None: unset it
+            with open(log_path, "a") as out:
+                out.write(f"--- {binary.name} {version} starting {time.strftime('%H:%M:%S')} ---\n")
+                out.flush()
+                cmd = self._karpenter_command(binary)
+                proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, cwd=self.run_dir,
+                                        start_new_session=True)  # Ctrl-C goes to us; down() stops it
         self._save_state(karpenter_pid=proc.pid, karpenter_version=version,
                          karpenter_build=self._build_name(version),
                          karpenter_metrics_port=metrics, karpenter_health_port=health)
