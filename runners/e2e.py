@@ -183,9 +183,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{size.why}; planned {lanes.makespan(plan):.0f}s", flush=True)
     for lane in plan:
         ran = [t for t in lane.tests if not t.skipped]
+        serial = " (serial: own_karpenter)" if lane.serial and any(t.solo for t in ran) else ""
         print(f"e2e:   c{lane.index + 1}: {lane.workers} worker(s), {len(ran)} tests, "
-              f"planned {lane.makespan:.0f}s{' (serial: own_karpenter)' if lane.serial and any(t.solo for t in ran) else ''}",
-              flush=True)
+              f"planned {lane.makespan:.0f}s{serial}", flush=True)
     (run_dir / "plan.json").write_text(json.dumps(
         [{"lane": f"c{lane.index + 1}", "workers": lane.workers, "planned_s": lane.makespan,
           "tests": [t.nodeid for t in lane.tests]} for lane in plan], indent=1))

@@ -10,9 +10,9 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import condition, pod_phase
 from karpenter_e2e.fixtures.timings import timestamp
-from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 pytestmark = pytest.mark.nightly  # 2.5 min: the expiry, then four one-at-a-time replacements
