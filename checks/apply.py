@@ -9,8 +9,8 @@ import logging
 from pathlib import Path
 
 import yaml
-from kubernetes.dynamic import DynamicClient
 from kubernetes.client.rest import ApiException
+from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from karpenter_e2e.checks.manifests import Manifest, ManifestError

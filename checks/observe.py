@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from karpenter_e2e.checks.manifests import Bundle
+from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kind, Kube
 from karpenter_e2e.fixtures import diagnosis
 from karpenter_e2e.fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, PRICE
-from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kind, Kube
 
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 ZONE = "topology.kubernetes.io/zone"

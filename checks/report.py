@@ -109,8 +109,7 @@ def write_allure(result: dict, results_dir: Path, timeline_png: Path | None) -> 
     """One Allure test result per expectation (passed/failed with what was seen), and one
     for the check itself carrying the report and the timeline picture."""
     from allure_commons.logger import AllureFileLogger
-    from allure_commons.model2 import (Attachment, Label, Status, StatusDetails,
-                                       TestResult)
+    from allure_commons.model2 import Attachment, Label, Status, StatusDetails, TestResult
 
     logger = AllureFileLogger(str(results_dir))
     start, stop = int(result["started"] * 1000), int(result["finished"] * 1000)

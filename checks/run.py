@@ -4,8 +4,8 @@ report, and the cluster down (or emptied, when kept), whatever happens on the wa
 
 from __future__ import annotations
 
-import logging
 import importlib
+import logging
 import shutil
 import threading
 import time
@@ -16,11 +16,11 @@ from karpenter_e2e.checks import apply, expectations, manifests, observe, report
 from karpenter_e2e.checks.expectations import ExpectFile
 from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.clusters.awssim import build as awsbuild
-from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.kube import NODEPOOL, Kind, Kube
-from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
 from karpenter_e2e.clusters.waits import WaitTimeout
+from karpenter_e2e.fixtures.isolation import new_run_id
+from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
 
 log = logging.getLogger("karpenter_e2e.check")
 
@@ -147,7 +147,7 @@ class Check:
         in_snap, consolidation = None, None
         if self.plan.scale_in and settled:
             scaled_in = manifests.scaled(mapped, self.plan.bundle, self.plan.scale_in)
-            changed = [m for m, was in zip(scaled_in, mapped) if m.body != was.body]
+            changed = [m for m, was in zip(scaled_in, mapped, strict=True) if m.body != was.body]
             t_in = time.time()
             timeline.mark(t_in, f"scale-in {self.plan.scale_in}")
             applier.apply(changed)

@@ -17,8 +17,8 @@ import time
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
-from karpenter_e2e.fixtures.timings import timestamp
 from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, eventually
+from karpenter_e2e.fixtures.timings import timestamp
 
 QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled
 # Karpenter's disruption poll (10 s) + its command validation (15 s) + 5 s.

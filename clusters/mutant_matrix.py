@@ -1,4 +1,5 @@
-"""`python -m karpenter_e2e.clusters.mutant_matrix`: run the scenarios against mutated Karpenters (kill matrix).
+"""`python -m karpenter_e2e.clusters.mutant_matrix`: run the scenarios against mutated
+Karpenters (kill matrix).
 
 For each mutant (``mutants/*.patch`` or ``--mutant-dir``): build karpenter-kwok (``--cluster
 aws-sim``: Karpenter's AWS provider) from the pinned module with the patch applied, bring up

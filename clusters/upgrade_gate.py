@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                              args.out / f"perf-{v}.log"))
         codes = ([pytest(*m) for m in measures] if args.perf_serial
                  else pytest_together(measures))
-        for v, rc in zip(perf_backends, codes):
+        for v, rc in zip(perf_backends, codes, strict=True):
             phases[f"perf on {v}"] = (rc, args.out / f"perf-{v}.xml")
         upgrade = [*common, "suites/test_upgrade.py", "--karpenter-version", args.from_v,
                    "--upgrade-to", args.to_v, "--upgrade-window", str(args.window),

@@ -53,7 +53,7 @@ def render(runs: list[tuple[str, dict]], rows: list[Row], path: Path, dpi: int =
     pods_ax, nodes_ax = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[1, 0])
     ratio_ax = fig.add_subplot(grid[:, 1])
     end = 1.0
-    for (version, run), colour in zip(runs, COLOURS):
+    for (version, run), colour in zip(runs, COLOURS, strict=False):
         series, values = run.get("series", {}), run.get("values", {})
         ready = series.get("pods_ready_s", [])
         if ready:
@@ -94,7 +94,7 @@ def _ratios(ax, rows: list[Row]) -> None:
     ax.barh(y, shown, color=[OK if r.ok else OVER for r in rows], height=0.55)
     ax.scatter([r.limit for r in rows], y, marker="|", s=500, color="#000000", zorder=3)
     ax.axvline(1.0, color="#79706e", lw=1)
-    for yi, r, width in zip(y, rows, shown):
+    for yi, r in zip(y, rows, strict=True):
         text = (f"{perf_comparison.fmt(r.before, r.metric)} → "
                 f"{perf_comparison.fmt(r.after, r.metric)}  ({perf_comparison.fmt_ratio(r)})")
         ax.text(0.03, yi + 0.38, text.replace("$", r"\$"), fontsize=8.5, va="center")

@@ -166,8 +166,9 @@ class LaneRun:
         from karpenter_e2e.clusters.errors import ClusterError
         opts = argparse.Namespace(**{**vars(self.cluster_opts), "cluster_name": self.cluster_name})
         try:
-            self.backend = backends.create(opts)
-            self.backend.up(reuse=bool(opts.keep_cluster))
+            backend = backends.create(opts)
+            self.backend = backend
+            backend.up(reuse=bool(opts.keep_cluster))
             self.up_s = time.monotonic() - self.started
             print(f"e2e: {self.tag} cluster {self.cluster_name} up in {self.up_s:.1f}s",
                   flush=True)
@@ -342,20 +343,21 @@ def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
     rows = []
     for r in runs:
         took = max((r.ended or time.monotonic()) - r.started, 1e-9) if r.started else 0.0
-        u = r.usage
+        lane_usage = r.usage
         rows.append({"lane": r.tag, "cluster": r.cluster_name,
                      "plain_workers": r.lane.plain_workers,
                      "exit": {p.tag: p.code for p in r.procs}, "up_s": r.up_s,
                      "wall_s": round(took, 1), "planned_s": round(r.lane.makespan, 1),
-                     "peak_cluster_mib": round(u.peak_cluster_mib),
-                     "peak_pytest_mib": round(u.peak_pytest_mib),
-                     "cpu_cores": round(u.cpu_seconds / max(took, 1e-9), 3)})
+                     "peak_cluster_mib": round(lane_usage.peak_cluster_mib),
+                     "peak_pytest_mib": round(lane_usage.peak_pytest_mib),
+                     "cpu_cores": round(lane_usage.cpu_seconds / max(took, 1e-9), 3)})
         print(f"{r.tag} {r.cluster_name}: exit {', '.join(f'{p.code}' for p in r.procs)}; "
               f"{took:.0f}s from bring-up to its last test (planned "
               f"{r.lane.makespan - r.lane.start:.0f}s){f'; up in {r.up_s:.1f}s' if r.up_s else ''}"
               f"{f'; DID NOT COME UP: {r.up_error}' if r.up_error else ''}; peak memory: "
-              f"cluster {u.peak_cluster_mib:.0f} MiB, pytest {u.peak_pytest_mib:.0f} MiB; "
-              f"CPU {u.cpu_seconds / max(took, 1e-9):.2f} cores")
+              f"cluster {lane_usage.peak_cluster_mib:.0f} MiB, pytest "
+              f"{lane_usage.peak_pytest_mib:.0f} MiB; "
+              f"CPU {lane_usage.cpu_seconds / max(took, 1e-9):.2f} cores")
     (run_dir / "lanes.json").write_text(json.dumps(rows, indent=1))
     print((run_dir / "summary.md").read_text() if (run_dir / "summary.md").is_file() else "")
     print(f"(merged: {run_dir}/junit.xml, allure-results/, summary.md, timelines/; lanes' "

@@ -7,9 +7,14 @@ from collections import Counter
 import allure
 import pytest
 
-from karpenter_e2e.fixtures.expect import (CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, condition,
-                             describe_claims)
 from karpenter_e2e.clusters.waits import Observation
+from karpenter_e2e.fixtures.expect import (
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    claim_requirement,
+    condition,
+    describe_claims,
+)
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"app": "inflate"}}}]

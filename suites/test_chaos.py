@@ -4,15 +4,16 @@ never lands on, each node Karpenter launches for it. Karpenter keeps launching, 
 time, and takes back the nodes left empty: the pool grows, but does not run away.
 """
 
+import itertools
 import math
 import time
 
 import allure
 import pytest
 
+from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.adversary import NodeTainter
 from karpenter_e2e.fixtures.expect import condition
-from karpenter_e2e.clusters.waits import Observation
 
 pytestmark = [pytest.mark.nightly, pytest.mark.disruption_loop]
 
@@ -35,7 +36,7 @@ def node_bound(bites: list[float]) -> int:
     default budget's take-backs balance the launches, whichever is larger."""
     if len(bites) < 4:
         return MAX_NODES
-    gaps = sorted(b - a for a, b in zip(bites, bites[1:]))
+    gaps = sorted(b - a for a, b in itertools.pairwise(bites))
     launch_every = max(gaps[len(gaps) // 2], 0.5)
     return max(MAX_NODES, math.ceil(1.3 * ROUND_S / launch_every / BUDGET_SHARE))
 # The adversary taints each node as it appears, before the pod can bind, so the one pod stays
@@ -88,7 +89,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
             in_flight = sorted(
                 c["metadata"]["name"] for c in claims if not c["metadata"].get("deletionTimestamp")
                 and not adversary.bitten(nodes.get(c.get("status", {}).get("nodeName", ""))))
-            for name, when in list(adversary.tainted.items()):
+            for name in list(adversary.tainted):
                 node = nodes.get(name)
                 if name not in taken and (node is None or node.metadata.deletion_timestamp):
                     taken[name] = now

@@ -6,10 +6,11 @@ import allure
 import pytest
 
 from karpenter_e2e.fixtures.expect import INSTANCE_TYPE, condition, describe_claims, price
+from karpenter_e2e.fixtures.karpenter_clock import (
+    DISRUPTION_TOLERANCE_S as TOLERANCE,
+    POD_EVENT_DEDUPE_S as DEDUPE,
+)
 from karpenter_e2e.fixtures.timings import timestamp
-
-from karpenter_e2e.fixtures.karpenter_clock import DISRUPTION_TOLERANCE_S as TOLERANCE
-from karpenter_e2e.fixtures.karpenter_clock import POD_EVENT_DEDUPE_S as DEDUPE
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
 # the whole cluster: one of them at a time per Karpenter (the runner's lanes; README).
@@ -96,8 +97,8 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
     with allure.step("scale inflate to 2"):
         inflate.scale(2)
         scaled = time.time()
-        timeline.band(scaled, scaled + CONSOLIDATE_AFTER + 90, f"underused NodeClaims replaced "
-                      f"(consolidateAfter + 90s)")
+        timeline.band(scaled, scaled + CONSOLIDATE_AFTER + 90, "underused NodeClaims replaced "
+                      "(consolidateAfter + 90s)")
 
     with allure.step("expect Karpenter to replace the underused nodes with cheaper ones"):
         # consolidateAfter, a disruption poll, the 15s validation, a replacement launched and

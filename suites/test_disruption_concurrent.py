@@ -10,12 +10,13 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import condition, pod_phase
 from karpenter_e2e.fixtures.timings import timestamp
-from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
-pytestmark = [pytest.mark.nightly, pytest.mark.disruption_loop]  # 2.5 min: the expiry, then four one-at-a-time replacements
+# 2.5 min: the expiry, then four one-at-a-time replacements
+pytestmark = [pytest.mark.nightly, pytest.mark.disruption_loop]
 
 SERVED = 4  # inflate replicas, one per node, under a PDB maxUnavailable 1
 # The first nodes' expireAfter: it lands while drift is replacing them. Which method takes

@@ -4,14 +4,15 @@ how fast, Karpenter may take nodes away. Each scenario first shows Karpenter fou
 would disrupt, then that the control held it, then (the control lifted) that it went.
 """
 
+import itertools
 import math
 import time
 
 import allure
 import pytest
 
-from karpenter_e2e.fixtures.expect import condition
 from karpenter_e2e.clusters.waits import TIMEOUTS, Observation
+from karpenter_e2e.fixtures.expect import condition
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
@@ -136,14 +137,14 @@ def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_fac
                                            what=f"empty NodeClaims {sorted(claims)} to go one by one")
         order = sorted(ends.values(), key=lambda e: e.deleting_at or 0)
         assert all(e.deleting_at for e in order), f"NodeClaims gone without a deletion seen: {order}"
-        for before, after in zip(order, order[1:]):
+        for before, after in itertools.pairwise(order):
             # deletionTimestamp has 1s resolution; gone_at is when the watch saw it vanish.
             assert after.deleting_at >= before.gone_at - 1, \
                 f"NodeClaim {after.name} was deleted {before.gone_at - after.deleting_at:.0f}s " \
                 f"before {before.name} was gone: two disrupted at once under a budget of 1"
         expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
     timings.record(emptied_to_all_gone_s=round(max(e.gone_at for e in order) - emptied, 1),
-                   gaps_s=[round(b.deleting_at - a.gone_at, 1) for a, b in zip(order, order[1:])])
+                   gaps_s=[round(b.deleting_at - a.gone_at, 1) for a, b in itertools.pairwise(order)])
 
 
 @pytest.mark.scenario("pod-do-not-disrupt")

@@ -3,7 +3,12 @@
 import allure
 import pytest
 
-from karpenter_e2e.fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, claim_requirement, describe_claims
+from karpenter_e2e.fixtures.expect import (
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    claim_requirement,
+    describe_claims,
+)
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 ARCH = "kubernetes.io/arch"

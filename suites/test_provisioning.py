@@ -6,10 +6,10 @@ import allure
 import pytest
 from kubernetes.utils import parse_quantity
 
-from karpenter_e2e.fixtures import timings as measure
-from karpenter_e2e.fixtures.timings import timestamp
-from karpenter_e2e.fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, describe_claims
 from karpenter_e2e.clusters.waits import Observation
+from karpenter_e2e.fixtures import timings as measure
+from karpenter_e2e.fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, describe_claims
+from karpenter_e2e.fixtures.timings import timestamp
 
 AWS = "karpenter.k8s.aws"
 ZONE = "topology.kubernetes.io/zone"
@@ -160,7 +160,8 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
         claims = expect.nodeclaims(pool)
         cpu, over = claimed_cpu(claims), launches_over_limit(claims, LIMIT_CPU)
         return Observation(cpu <= LIMIT_CPU and not over,
-                           f"{len(claims)} NodeClaims hold {cpu:g} CPU; {'; '.join(over) or 'each launch within the limit'} "
+                           f"{len(claims)} NodeClaims hold {cpu:g} CPU; "
+                           f"{'; '.join(over) or 'each launch within the limit'} "
                            f"({describe_claims(claims)})", cpu)
 
     with expect.throughout(within_limit, f"NodePool {pool.name}'s NodeClaims to hold at most "

@@ -9,12 +9,10 @@ status rewrite, 10-20 minutes after the node starts (kwokctl's default stages), 
 this scenario.
 """
 
-import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import allure
 import pytest
-
 
 FAULT = "KWOKUnhealthy"  # kwok/cloudprovider KWOKUnhealthyCondition
 TOLERATION_S = 30  # its RepairPolicy's TolerationDuration
@@ -26,7 +24,7 @@ ACT_S = 40
 def inject_fault(kube, node: str) -> float:
     """Set the simulated fault on ``node``, as a node problem detector would; returns its
     lastTransitionTime (whole seconds, as the API keeps it)."""
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     kube.core.patch_node_status(node, {"status": {"conditions": [{
         "type": FAULT, "status": "True", "reason": "SimulatedFault",
         "message": "injected by karpenter-e2e", "lastHeartbeatTime": now.isoformat(),

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import allure
 import pytest
 
+from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import INSTANCE_TYPE, pod_phase, price
 from karpenter_e2e.fixtures.timings import condition_time, provisioning, timestamp
-from karpenter_e2e.clusters.waits import Observation
 
 # Budgets, overridable like upstream's KARPENTER_PERF_THRESHOLDS (--perf-thresholds or the
 # KARPENTER_E2E_PERF_THRESHOLDS variable, e.g. "scale_out=90,scale_in=1500"). scale_out is

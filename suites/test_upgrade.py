@@ -5,8 +5,8 @@ import time
 import allure
 import pytest
 
-from karpenter_e2e.fixtures.expect import condition
 from karpenter_e2e.clusters.waits import Observation
+from karpenter_e2e.fixtures.expect import condition
 
 pytestmark = pytest.mark.upgrade_gate
 
@@ -45,7 +45,8 @@ def test_upgrade_disrupts_no_node_and_no_pod(nodepool_factory, inflate_factory, 
                    {p.metadata.uid for p in expect.live_pods(inflate)
                     if p.status.phase == "Running"})
             changed = [what for what, before, after in zip(("NodeClaims", "nodes", "pods"),
-                                                         (claims, nodes, pods), now) if before != after]
+                                                         (claims, nodes, pods), now, strict=True)
+                       if before != after]
             ok = not changed and not drifted
             seen = "unchanged" if ok else (f"changed: {', '.join(changed) or 'none'}; "
                                            f"Drifted NodeClaims: {drifted or 'none'}")

@@ -109,6 +109,7 @@ def pytest_sessionfinish(session, exitstatus):
     green session also removes the logs ``down`` keeps for them, so hundreds of test runs
     leave nothing in the cache. A red one keeps them: they are what shows why."""
     import os
+
     from karpenter_e2e.clusters.local import build
     if exitstatus != 0:
         return

@@ -36,7 +36,8 @@ def test_eksctl_yaml_names_only_what_the_split_stack_creates():
 
 def test_a_policy_the_stack_does_not_create_is_named():
     # The pre-v1.9 name against a v1.9+ template: what made the nightly's cluster step fail.
-    old = "attachPolicyARNs:\n  - arn:aws:iam::${AWS_ACCOUNT_ID}:policy/KarpenterControllerPolicy-${CLUSTER_NAME}\n"
+    old = ("attachPolicyARNs:\n"
+           "  - arn:aws:iam::${AWS_ACCOUNT_ID}:policy/KarpenterControllerPolicy-${CLUSTER_NAME}\n")
     assert missing_from_stack(old, template(*SPLIT_POLICIES)) == \
         ["policy KarpenterControllerPolicy-<cluster>"]
     # ...and the node role too, when the stack has another name for it.

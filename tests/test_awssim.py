@@ -10,8 +10,7 @@ import pytest
 from moto import mock_aws
 from moto.backends import get_backend
 
-from karpenter_e2e.clusters.awssim import build as awsbuild
-from karpenter_e2e.clusters.awssim import moto_ext, seed
+from karpenter_e2e.clusters.awssim import build as awsbuild, moto_ext, seed
 from karpenter_e2e.clusters.awssim.registrar import node_for, parse_bootstrap
 from karpenter_e2e.clusters.local import versions
 

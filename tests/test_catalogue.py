@@ -6,8 +6,8 @@ import pytest
 
 from karpenter_e2e.clusters.local import catalogue
 from karpenter_e2e.clusters.local.catalogue_table import TYPES, ZONES
-from karpenter_e2e.fixtures.nodepools import load_spec
 from karpenter_e2e.clusters.requirements import satisfies
+from karpenter_e2e.fixtures.nodepools import load_spec
 
 
 def offering_labels(offering):

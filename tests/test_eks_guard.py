@@ -11,7 +11,13 @@ import pytest
 from moto import mock_aws
 
 from karpenter_e2e.clusters.eks import cluster as eks
-from karpenter_e2e.clusters.eks.cluster import CRDS, Deployment, EksCluster, KubeApi, helm_upgrade_commands
+from karpenter_e2e.clusters.eks.cluster import (
+    CRDS,
+    Deployment,
+    EksCluster,
+    KubeApi,
+    helm_upgrade_commands,
+)
 from karpenter_e2e.clusters.errors import ClusterError
 
 NAME = "e2e-test"

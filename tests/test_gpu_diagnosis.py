@@ -3,13 +3,13 @@ NVIDIA device plugin on EKS) fails the wait at once with that reason."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from kubernetes import client
 
 from karpenter_e2e.fixtures.expect import GPU_ADVERTISE_S, gpu_resource_missing
 
-NOW = datetime(2026, 11, 30, 3, 40, tzinfo=timezone.utc).timestamp()
+NOW = datetime(2026, 11, 30, 3, 40, tzinfo=UTC).timestamp()
 
 
 def node(name="ip-10-0-1-7", gpus="1", allocatable_gpus=None, ready_for=300.0, ready=True,
@@ -20,7 +20,7 @@ def node(name="ip-10-0-1-7", gpus="1", allocatable_gpus=None, ready_for=300.0, r
     allocatable = {"cpu": "3920m", "memory": "15147100Ki"}
     if allocatable_gpus is not None:
         allocatable["nvidia.com/gpu"] = allocatable_gpus
-    since = datetime.fromtimestamp(NOW - ready_for, tz=timezone.utc)
+    since = datetime.fromtimestamp(NOW - ready_for, tz=UTC)
     return client.V1Node(
         metadata=client.V1ObjectMeta(name=name, labels=labels),
         status=client.V1NodeStatus(allocatable=allocatable, conditions=[client.V1NodeCondition(

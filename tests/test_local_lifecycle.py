@@ -158,9 +158,9 @@ def test_eks_guard_refuses_a_real_cluster_that_is_not_opted_in(make_cluster):
 
 def test_a_node_left_without_its_nodeclaim_fails_the_test_with_its_name(make_cluster,
                                                                           monkeypatch):
+    from karpenter_e2e.clusters.kube import Kube
     from karpenter_e2e.fixtures import plugin
     from karpenter_e2e.fixtures.isolation import TestScope
-    from karpenter_e2e.clusters.kube import Kube
 
     c = make_cluster("leak")
     info = c.up()

@@ -8,7 +8,15 @@ import pytest
 
 from karpenter_e2e.clusters import mutants
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.mutant_matrix import ROOT, Cell, Row, classify, known_scenarios, markdown, verdict
+from karpenter_e2e.clusters.mutant_matrix import (
+    ROOT,
+    Cell,
+    Row,
+    classify,
+    known_scenarios,
+    markdown,
+    verdict,
+)
 
 PATCH = """# regression: limits ignored
 # scenarios: limits, provisioning

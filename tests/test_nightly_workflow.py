@@ -152,7 +152,7 @@ def test_teardown_removes_karpenters_objects_before_karpenter_and_leftovers_befo
     order = ["karpenter-objects", "helm uninstall karpenter", '"${teardown[@]}" instances',
              "eksctl delete cluster", 'leftovers --stack "Karpenter-${CLUSTER_NAME}"']
     at = [run.index(step) for step in order]
-    assert at == sorted(at), dict(zip(order, at))
+    assert at == sorted(at), dict(zip(order, at, strict=True))
     assert "aws cloudformation delete-stack" not in run  # the module deletes it and waits
     assert "karpenter.k8s.aws/cluster" not in WORKFLOW.read_text()  # unset since v1.1
 

@@ -41,8 +41,9 @@ def test_without_the_cache_plugin_nothing_breaks(pytester):
 def test_a_durations_file_orders_a_fresh_clone(pytester):
     pytester.makepyfile(test_suite=SUITE)
     pytester.makeini("[pytest]\nkarpenter_e2e_durations = d.json\n")
+    # test_long: untimed, 20
     (pytester.path / "d.json").write_text(json.dumps({"test_suite.py::test_middle": 30,
-                                                      "test_suite.py::test_short": 25}))  # test_long: untimed, 20
+                                                      "test_suite.py::test_short": 25}))
     assert order(pytester) == ["test_middle", "test_short", "test_long", "test_skipped"]
 
 

@@ -10,13 +10,20 @@ import pytest
 
 from karpenter_e2e.clusters import upgrade_gate
 from karpenter_e2e.clusters.upgrade_gate import markdown, verdict
+from karpenter_e2e.clusters.waits import WaitTimeout
 from karpenter_e2e.fixtures import barrier
 from karpenter_e2e.fixtures.karpenter_metrics import MetricsFormatError, ProcessSampler, parse
-from karpenter_e2e.clusters.waits import WaitTimeout
 from karpenter_e2e.reports import perf_chart
-from karpenter_e2e.reports.perf_comparison import (BY_KEY, Row, breaches, compare, load, parse_limits)
-from karpenter_e2e.reports.perf_comparison import markdown as table
-from karpenter_e2e.reports.perf_comparison import main as compare_main
+from karpenter_e2e.reports.perf_comparison import (
+    BY_KEY,
+    Row,
+    breaches,
+    compare,
+    load,
+    main as compare_main,
+    markdown as table,
+    parse_limits,
+)
 
 DATA = Path(__file__).parent / "data"
 FROM = {"scale_out_s": 20.0, "nodes": 27, "cost_per_hour": 24.19, "karpenter_cpu_s": 30.0,

@@ -4,18 +4,25 @@ moving the sweeper's clock instead)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
 from moto import mock_aws
 
 from karpenter_e2e.clusters.eks import sweep
-from karpenter_e2e.clusters.eks.sweep import (EC2NODECLASSES, KWOKNODECLASSES, NAMESPACES, NODEPOOLS,
-                                harness_test_id, is_harness_instance, parse_age)
+from karpenter_e2e.clusters.eks.sweep import (
+    EC2NODECLASSES,
+    KWOKNODECLASSES,
+    NAMESPACES,
+    NODEPOOLS,
+    harness_test_id,
+    is_harness_instance,
+    parse_age,
+)
 from karpenter_e2e.fixtures.isolation import RUN_LABEL, TEST_LABEL, TestScope
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CLUSTER = "e2e-test"
 
 
@@ -130,7 +137,7 @@ def test_instance_sweep_terminates_old_harness_instances_only(ec2):
     persons = launch(ec2, **{"karpenter.sh/nodepool": "team-facade"})
     other_cluster = launch(ec2, **{"karpenter.sh/nodepool": "default-abc123",
                                    TEST_LABEL: "abc123", "eks:eks-cluster-name": "prod"})
-    launched = datetime.now(timezone.utc)
+    launched = datetime.now(UTC)
 
     young = sweep.sweep_instances(ec2, CLUSTER, timedelta(hours=3), now=launched)
     assert young == []  # launched just now: a run may still be using it
@@ -148,7 +155,7 @@ def test_instance_dry_run_terminates_nothing(ec2):
     ours = launch(ec2, **{"karpenter.sh/nodepool": "default-abc123", TEST_LABEL: "abc123"})
 
     listed = sweep.sweep_instances(ec2, CLUSTER, timedelta(0), dry_run=True,
-                                   now=datetime.now(timezone.utc) + timedelta(minutes=1))
+                                   now=datetime.now(UTC) + timedelta(minutes=1))
 
     assert [x.name for x in listed] == [ours]
     assert states(ec2, [ours])[ours] == "running"
@@ -223,7 +230,7 @@ def test_launch_template_and_instance_profile_sweep_takes_old_harness_ones_only(
     other_lt = karpenters_launch_template(ec2, "default-abc123", "abc123", cluster="prod")
     ours_ip = karpenters_instance_profile(iam, "default-abc123", "abc123")
     persons_ip = karpenters_instance_profile(iam, "team-facade", None)
-    created = datetime.now(timezone.utc)
+    created = datetime.now(UTC)
 
     assert sweep.sweep_launch_templates(ec2, CLUSTER, timedelta(hours=3), now=created) == []
     assert sweep.sweep_instance_profiles(iam, CLUSTER, "us-west-2", timedelta(hours=3),

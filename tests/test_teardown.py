@@ -6,17 +6,25 @@ CloudFormation needs extras this project does not install)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 
 from karpenter_e2e.clusters.eks import teardown
-from karpenter_e2e.clusters.eks.teardown import (EC2NODECLASSES, NODECLAIMS, NODEPOOLS, Deadline,
-                                   TeardownError, delete_instance_profiles,
-                                   delete_launch_templates, delete_stack,
-                                   remove_karpenter_objects, terminate_instances)
+from karpenter_e2e.clusters.eks.teardown import (
+    EC2NODECLASSES,
+    NODECLAIMS,
+    NODEPOOLS,
+    Deadline,
+    TeardownError,
+    delete_instance_profiles,
+    delete_launch_templates,
+    delete_stack,
+    remove_karpenter_objects,
+    terminate_instances,
+)
 
 CLUSTER, REGION = "karpenter-e2e-nightly", "us-west-2"
 FAST = Deadline(timeout=2, poll=0)
@@ -151,7 +159,7 @@ def cfn(*answers):
 
 def stacks(status: str) -> dict:
     return {"Stacks": [{"StackName": STACK, "StackStatus": status,
-                        "CreationTime": datetime(2026, 11, 30, tzinfo=timezone.utc)}]}
+                        "CreationTime": datetime(2026, 11, 30, tzinfo=UTC)}]}
 
 
 def test_stack_delete_waits_until_the_stack_is_gone():
@@ -167,7 +175,7 @@ def test_delete_failed_names_the_resource_and_why():
               "(Service: Iam, Status Code: 409)")
     event = {"StackId": "arn:x", "EventId": "e1", "StackName": STACK,
              "LogicalResourceId": "KarpenterNodeRole", "ResourceStatus": "DELETE_FAILED",
-             "ResourceStatusReason": reason, "Timestamp": datetime(2026, 11, 30, tzinfo=timezone.utc)}
+             "ResourceStatusReason": reason, "Timestamp": datetime(2026, 11, 30, tzinfo=UTC)}
     client, _ = cfn(("describe_stacks", stacks("UPDATE_COMPLETE")), ("delete_stack", {}),
                     ("describe_stacks", stacks("DELETE_FAILED")),
                     ("describe_stack_events", {"StackEvents": [event]}))

@@ -14,8 +14,15 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from karpenter_e2e.fixtures import timeline as timeline_module
-from karpenter_e2e.fixtures.timeline import (Recording, Timeline, karpenter_events, machines,
-                               nodeclaim_series, pod_series, scale_marks)
+from karpenter_e2e.fixtures.timeline import (
+    Recording,
+    Timeline,
+    karpenter_events,
+    machines,
+    nodeclaim_series,
+    pod_series,
+    scale_marks,
+)
 from karpenter_e2e.reports import timeline_chart
 
 T0 = 1_790_000_000.0  # the test's start, wall clock
@@ -23,7 +30,7 @@ DATA = Path(__file__).parent / "data"
 
 
 def iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(int(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(int(t), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod(name: str, phase: str, created: float, deleting: float | None = None) -> dict:
@@ -284,7 +291,8 @@ def test_skips(timeline):
 def test_every_scenario_that_ran_gets_its_picture_on_its_allure_result(pytester, tmp_path):
     """Through the real hooks (no cluster): the PNG lands on the test's own Allure result
     (not a fixture's teardown) and in the run's timelines/; a skipped test gets none."""
-    pytester.makeconftest('pytest_plugins = ["karpenter_e2e.fixtures.reporting", "karpenter_e2e.fixtures.plugin"]')
+    pytester.makeconftest('pytest_plugins = ["karpenter_e2e.fixtures.reporting", '
+                          '"karpenter_e2e.fixtures.plugin"]')
     pytester.makepyfile(test_demo=SCENARIO)
     alluredir, reports = tmp_path / "allure", tmp_path / "reports"
     result = pytester.runpytest_subprocess(f"--alluredir={alluredir}", f"--reports-dir={reports}",
@@ -410,7 +418,8 @@ def test_a_recorded_run_renders(tmp_path):
 def test_with_xdist_workers_the_pictures_reach_the_runs_allure_results_too(pytester, tmp_path):
     """--reports-dir alone, -n 2: each worker writes its tests' Allure results (with their
     timelines) into the run's allure-results, as a serial run does."""
-    pytester.makeconftest('pytest_plugins = ["karpenter_e2e.fixtures.reporting", "karpenter_e2e.fixtures.plugin"]')
+    pytester.makeconftest('pytest_plugins = ["karpenter_e2e.fixtures.reporting", '
+                          '"karpenter_e2e.fixtures.plugin"]')
     skip = 'def test_skips(timeline):\n    pytest.skip("not in this mode")'
     pytester.makepyfile(test_demo=SCENARIO.replace(skip, "def test_passes(timeline):\n    pass"))
     reports = tmp_path / "reports"

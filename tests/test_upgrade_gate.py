@@ -8,7 +8,7 @@ from karpenter_e2e.clusters.upgrade_gate import check_versions, markdown, verdic
 JUNIT_FAIL = """<testsuites><testsuite name="pytest">
 <testcase classname="suites.test_upgrade" name="test_upgrade_disrupts_no_node_and_no_pod">
 <failure message="karpenter_e2e.clusters.waits.ConsistencyViolated: expected the upgrade to v1.15.0 to disrupt nothing to hold, but after 12.0s saw: changed: none; Drifted NodeClaims: ['default-abc-x']">trace</failure>
-</testcase><testcase classname="suites.test_x" name="test_ok"/></testsuite></testsuites>"""
+</testcase><testcase classname="suites.test_x" name="test_ok"/></testsuite></testsuites>"""  # noqa: E501
 JUNIT_PASS = '<testsuites><testsuite name="pytest"><testcase name="test_ok"/></testsuite></testsuites>'
 
 

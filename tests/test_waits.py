@@ -4,9 +4,15 @@ import time
 
 import pytest
 
-from karpenter_e2e.clusters.waits import (ConsistencyViolated, Observation, StopWaiting, WaitAborted,
-                            WaitTimeout,
-                            consistently, eventually)
+from karpenter_e2e.clusters.waits import (
+    ConsistencyViolated,
+    Observation,
+    StopWaiting,
+    WaitAborted,
+    WaitTimeout,
+    consistently,
+    eventually,
+)
 
 
 def test_eventually_returns_the_matched_value():

@@ -93,8 +93,8 @@ def _spot_price_history(prices: Prices) -> None:
     """DescribeSpotPriceHistory (Karpenter's pricing provider, every few minutes): moto
     answers a constant 0.00001 for every type, so every spot offering ties and Karpenter
     launches the largest type it lists. Answer prices derived from on-demand instead."""
-    from moto.ec2.responses.spot_instances import SpotInstances
     from moto.core.responses import ActionResult
+    from moto.ec2.responses.spot_instances import SpotInstances
 
     def describe_spot_price_history(self):
         instance_types = self._get_param("InstanceTypes", [])

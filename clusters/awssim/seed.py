@@ -119,7 +119,7 @@ def fix_amis(region: str, seeded: Seeded) -> None:
             ami.architecture = key.split("/")[0]
             ami.root_device_name = "/dev/xvda"
             ami.owner_id = "602401143452"  # the account EKS publishes its AMIs from
-            ami.creation_date = datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
+            ami.creation_date = datetime.datetime(2026, 11, 1, tzinfo=datetime.UTC)
 
 
 def publish_ssm(region: str, seeded: Seeded) -> None:
@@ -141,5 +141,5 @@ def set_ssm_parameter(region: str, name: str, value: str) -> None:
     versions = ssm._parameters[name]
     versions.append(Parameter(account_id=ACCOUNT, name=name, value=value, parameter_type="String",
                               description=None, allowed_pattern=None, keyid=None,
-                              last_modified_date=datetime.datetime.now(datetime.timezone.utc),
+                              last_modified_date=datetime.datetime.now(datetime.UTC),
                               version=len(versions) + 1, data_type="aws:ec2:image"))

@@ -1,7 +1,8 @@
 """What the nightly needs from the AWS account before it creates a cluster.
 
     python -m karpenter_e2e.clusters.eks.account spot-role
-    python -m karpenter_e2e.clusters.eks.account check-stack --template cloudformation.yaml --eksctl clusters/eks/eksctl.yaml
+    python -m karpenter_e2e.clusters.eks.account check-stack --template cloudformation.yaml \
+        --eksctl clusters/eks/eksctl.yaml
 
 ``spot-role``: EC2 needs the spot service-linked role to launch spot capacity; an account
 that never used spot has none, and Karpenter (which may not create it) then fails every

@@ -12,7 +12,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import tenacity
@@ -213,7 +213,7 @@ def spot_interruption_event(instance_id: str, region: str, account: str,
                             now: datetime | None = None) -> dict:
     # The shape of a real event: Karpenter picks the parser by source + detail-type and
     # reads the instance from detail["instance-id"].
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return {
         "version": "0", "id": str(uuid.uuid4()),
         "detail-type": "EC2 Spot Instance Interruption Warning", "source": "aws.ec2",

@@ -22,8 +22,10 @@ from kubernetes.client.rest import ApiException
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.eks import aws
 from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
+from karpenter_e2e.clusters.kube import (
+    Kube,  # the harness's one client: same loading, same timeouts
+)
 from karpenter_e2e.clusters.local import build  # the per-user cache every mode shares
-from karpenter_e2e.clusters.kube import Kube  # the harness's one client: same loading, same timeouts
 from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, eventually
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,8 @@ still in progress. ``dry_run`` only lists.
 
     python -m karpenter_e2e.clusters.eks.sweep --kubeconfig K --max-age 3h [--dry-run]
         [--eks-cluster NAME --eks-opt-in NAME --region R]
-    python -m karpenter_e2e.clusters.eks.sweep --aws-sim NAME --max-age 0s   # an aws-sim cluster and its fake AWS
+    # an aws-sim cluster and its fake AWS:
+    python -m karpenter_e2e.clusters.eks.sweep --aws-sim NAME --max-age 0s
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ import logging
 import re
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from kubernetes.client.rest import ApiException
 
 from karpenter_e2e.clusters.eks import aws, teardown
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.labels import RUN_LABEL, TEST_LABEL
 from karpenter_e2e.clusters.kube import Kind
+from karpenter_e2e.clusters.labels import RUN_LABEL, TEST_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class ClusterObjects:
 
 def sweep_cluster(api, max_age: timedelta, now: datetime | None = None,
                   dry_run: bool = False) -> list[Leftover]:
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     swept = []
     for kind in SWEPT_KINDS:
         for obj in api.list(kind, RUN_LABEL):
@@ -142,7 +143,7 @@ def sweep_cluster(api, max_age: timedelta, now: datetime | None = None,
 def sweep_instances(ec2, cluster: str, max_age: timedelta, now: datetime | None = None,
                     dry_run: bool = False,
                     policy: aws.RetryPolicy = aws.RetryPolicy()) -> list[Leftover]:
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     # The filters narrow the listing; is_harness_instance decides.
     candidates = aws.describe_instances(ec2, [
         {"Name": f"tag:{aws.CLUSTER_TAG}", "Values": [cluster]},
@@ -164,7 +165,7 @@ def sweep_launch_templates(ec2, cluster: str, max_age: timedelta, now: datetime 
                            dry_run: bool = False) -> list[Leftover]:
     """Karpenter deletes a NodeClass's launch templates in its finalizer; a run that died
     with Karpenter leaves them."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     swept = []
     for lt in teardown.karpenter_launch_templates(ec2, cluster):
         tags = {t["Key"]: t["Value"] for t in lt.get("Tags", [])}
@@ -181,7 +182,7 @@ def sweep_instance_profiles(iam, cluster: str, region: str, max_age: timedelta,
                             now: datetime | None = None, dry_run: bool = False) -> list[Leftover]:
     """The instance profiles Karpenter made for harness EC2NodeClasses (one each, under
     /karpenter/<region>/<cluster>/), their role taken out first."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     swept = []
     for profile in teardown.karpenter_instance_profiles(iam, cluster, region):
         name = profile["InstanceProfileName"]
@@ -208,7 +209,7 @@ def parse_age(text: str) -> timedelta:
 
 def _when(value) -> datetime:
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
@@ -264,7 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.aws_sim and not args.kubeconfig:
         p.error("--kubeconfig is required (or --aws-sim NAME)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
-    from karpenter_e2e.clusters.eks.cluster import OPT_IN_CONFIGMAP, OPT_IN_NAMESPACE, KubeApi, check_opt_in
+    from karpenter_e2e.clusters.eks.cluster import (
+        OPT_IN_CONFIGMAP,
+        OPT_IN_NAMESPACE,
+        KubeApi,
+        check_opt_in,
+    )
     try:
         client, cluster, region = None, args.eks_cluster, args.region
         if args.aws_sim:

@@ -1,7 +1,8 @@
 """The nightly's tear-down: what Karpenter made goes before Karpenter, and what it could not
 delete goes before the stack that holds its role.
 
-    python -m karpenter_e2e.clusters.eks.teardown --eks-cluster N --region R karpenter-objects --kubeconfig K --eks-opt-in N
+    python -m karpenter_e2e.clusters.eks.teardown --eks-cluster N --region R karpenter-objects \
+        --kubeconfig K --eks-opt-in N
     python -m karpenter_e2e.clusters.eks.teardown --eks-cluster N --region R instances
     python -m karpenter_e2e.clusters.eks.teardown --eks-cluster N --region R leftovers --stack Karpenter-N
 
@@ -239,7 +240,12 @@ def main(argv: list[str] | None = None, clients=None) -> int:
     clients = clients or _boto3_clients(args.region)
     try:
         if args.command == "karpenter-objects":
-            from karpenter_e2e.clusters.eks.cluster import OPT_IN_CONFIGMAP, OPT_IN_NAMESPACE, KubeApi, check_opt_in
+            from karpenter_e2e.clusters.eks.cluster import (
+                OPT_IN_CONFIGMAP,
+                OPT_IN_NAMESPACE,
+                KubeApi,
+                check_opt_in,
+            )
             api = KubeApi(args.kubeconfig, args.context)
             check_opt_in(args.eks_cluster, args.eks_opt_in,
                          api.config_map_data(OPT_IN_NAMESPACE, OPT_IN_CONFIGMAP), args.context)

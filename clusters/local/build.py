@@ -64,7 +64,7 @@ def _kube_ldflags(version: str) -> tuple[str, ...]:
     # hack/lib/version.sh: the same -X pairs for client-go and component-base, so that
     # `/version` and `kubectl version` report the real release.
     major, minor = version.lstrip("v").split(".")[:2]
-    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     pairs = {"gitVersion": version, "gitMajor": major, "gitMinor": minor,
              "gitTreeState": "clean", "buildDate": date}
     flags = [f"-X k8s.io/{pkg}.{k}={v}" for k, v in pairs.items()

@@ -21,14 +21,21 @@ from pathlib import Path
 
 import yaml
 
+from karpenter_e2e.clusters import mutants
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.filelock import file_lock
 from karpenter_e2e.clusters.local import build, catalogue, process, versions
 from karpenter_e2e.clusters.local.catalogue_table import ZONES, EC2Type
-from karpenter_e2e.clusters import mutants
 from karpenter_e2e.clusters.mutants import Mutant
-from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, WaitTimeout, eventually
+from karpenter_e2e.clusters.waits import (
+    TIMEOUTS,
+    Observation,
+    StopWaiting,
+    WaitAborted,
+    WaitTimeout,
+    eventually,
+)
 
 log = logging.getLogger(__name__)
 
