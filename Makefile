@@ -14,7 +14,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
+.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
 
 # A strict editable install (setuptools): a link tree under build/ that maps the top-level
 # folders onto karpenter_e2e.*, which mypy and lint-imports can follow (the default editable
@@ -100,6 +100,13 @@ lint: setup
 	@out=$$($(VENV)/bin/mypy 2>&1); rc=$$?; \
 		printf '%s\n' "$$out" | sed 's|build/__editable__[^/]*/karpenter_e2e/||'; exit $$rc
 	$(VENV)/bin/lint-imports
+
+## docs: the documentation site (mkdocs-material), built offline and strict (a broken link or
+## anchor fails); its home page is the README. Output: reports/site/index.html
+docs: setup
+	sed 's#](docs/#](#g' README.md > docs/index.md
+	$(VENV)/bin/mkdocs build --strict --quiet
+	@echo "docs: reports/site/index.html"
 
 ## test: the static checks, then the harness's own unit tests (what .ci/run runs)
 test: lint

@@ -253,7 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     if not tests:
         print("e2e: no test collected", file=sys.stderr)
         return 5
-    plan = lanes.deal(tests, size.clusters, size.workers, start_gap=machine.BRINGUP_S)
+    if mode == "local":
+        plan = lanes.deal(tests, size.clusters, size.workers, start_gap=machine.BRINGUP_S)
+    else:  # one cluster that pytest itself reaches: one pytest with xdist (own_karpenter
+        # tests then hold the cluster alone through the plugin's room lock)
+        only = lanes.Lane(0, size.workers)
+        for t in sorted(tests, key=lambda t: -t.seconds):
+            only.place_plain(t)
+        plan = [only]
     base, args = _pop_option(args, "--cluster-name", "karpenter-e2e")
     print(f"e2e: {len([t for t in tests if not t.skipped])} tests to run"
           f"{f' (shard {opts.shard})' if shard else ''} on {len(plan)} cluster(s): "
