@@ -145,15 +145,10 @@ class AwsSimCluster(LocalCluster):
             return awsbuild.build_mutant(self.mutant)
         return awsbuild.binary(version)
 
-    def _karpenter_command(self, binary: Path) -> list[str]:
-        # Started through a link in the run directory: the run directory in its command
-        # line is how down() finds this process even if state.json is lost.
-        link = self.run_dir / binary.name
-        if not link.exists():
-            link.symlink_to(binary)
-        return [str(link)]
+    def _karpenter_command(self, binary: Path, version: str | None = None) -> list[str]:
+        return [str(self._run_dir_link(binary))]
 
-    def _karpenter_env(self) -> dict[str, str | None]:
+    def _karpenter_env(self, version: str | None = None) -> dict[str, str | None]:
         endpoint = self.aws_endpoint()
         if not endpoint:
             raise ClusterError(f"the fake AWS of {self.name!r} is not running: start the "

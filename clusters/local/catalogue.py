@@ -79,9 +79,14 @@ def select(exclude: Callable[[EC2Type], bool] | None = None) -> list[EC2Type]:
     return [t for t in TYPES if not (exclude and exclude(t))]
 
 
+def render_text(types: Iterable[EC2Type] = TYPES) -> str:
+    """The catalogue file's text (also what is built into releases without a catalogue flag)."""
+    return json.dumps(render(types), indent=1)
+
+
 def write(path: Path, types: Iterable[EC2Type] = TYPES) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(render(types), indent=1))
+    path.write_text(render_text(types))
     return path
 
 
