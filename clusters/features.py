@@ -68,6 +68,16 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("optional-consolidate-after", "spec.disruption without consolidateAfter",
             "v1.15.0", f"{NODEPOOL_CRD}: spec.disruption has no required: [consolidateAfter] "
                        "(consolidateAfter defaults to 0s); up to v1.14.3 it is required"),
+    Feature("kwok-offering-labels",
+            "labels on the KWOK catalogue's offerings (the fake karpenter.k8s.aws/* labels)",
+            "v1.5.5", "kwok/cloudprovider/helpers.go: each offering requirement's key is added "
+                      "to v1.WellKnownLabels, and kwok/cloudprovider/cloudprovider.go's "
+                      "addInstanceLabels puts the offering's requirements on the node; up to "
+                      "v1.1.5 an offering gives only its zone and capacity type"),
+    Feature("template-kubernetes-io-labels",
+            "kubernetes.io / k8s.io domain labels on the NodePool template", "v1.9.0",
+            f"{NODEPOOL_CRD}: spec.template.metadata.labels without the rules 'label domain "
+            "\"kubernetes.io\" is restricted' and '... \"k8s.io\" ...' (v1.6.4 has them)"),
     Feature("budget-reasons", "disruption budgets with reasons", OLDEST,
             f"{NODEPOOL_CRD}: spec.disruption.budgets[].reasons"),
     Feature("termination-grace-period", "terminationGracePeriod", OLDEST,

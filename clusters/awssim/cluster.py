@@ -84,6 +84,9 @@ class AwsSimCluster(LocalCluster):
         self._save_state(aws_pid=proc.pid, aws_port=port)
         self._fake = proc
 
+    def _prepare_catalogue(self, version: str) -> None:
+        """None here: the fake AWS serves EC2's instance types."""
+
     def _prepare_cloud(self) -> None:
         """Wait until the fake AWS is seeded (Karpenter starts next)."""
         proc, port = self._fake, self._state()["aws_port"]

@@ -436,7 +436,7 @@ def karpenter_binary(version: str, catalogue_exclude=None, mutant=None) -> Path:
     target = find("karpenter-kwok", version)
     if not reads_catalogue_file(download_karpenter(version)):
         from karpenter_e2e.clusters.local import catalogue
-        text = catalogue.render_text(catalogue.select(catalogue_exclude))
+        text = catalogue.for_release(version, catalogue.select(catalogue_exclude))
         return build_embedded(target, text, mutant)
     if mutant:
         return build_mutant(mutant)

@@ -273,7 +273,15 @@ class LocalCluster:
 
     def _prepare_cloud(self) -> None:
         """What Karpenter's cloud provider needs before it starts: here, its catalogue."""
-        catalogue.write(self.catalogue_file, catalogue.select(self.catalogue_exclude))
+        self._prepare_catalogue(self.karpenter_version)
+
+    def _prepare_catalogue(self, version: str) -> None:
+        """The catalogue file in the format Karpenter ``version`` reads (rewritten when an
+        upgrade crosses v1.5.5, where offerings start to carry labels)."""
+        text = catalogue.for_release(version, catalogue.select(self.catalogue_exclude))
+        if not self.catalogue_file.exists() or self.catalogue_file.read_text() != text:
+            self.catalogue_file.parent.mkdir(parents=True, exist_ok=True)
+            self.catalogue_file.write_text(text)
 
     def _kwokctl_config(self, port: int) -> dict:
         b = {n: str(build.find(n).path) for n in
@@ -369,6 +377,7 @@ class LocalCluster:
         if version != self._state().get("crds_version"):
             self._install_crds(version)  # new CRDs first, then the controller
             self._save_state(crds_version=version)
+        self._prepare_catalogue(version)
         metrics, health = process.free_port(), process.free_port()
         log_path = self.logs_dir / "karpenter.log"
         env = {**os.environ,
