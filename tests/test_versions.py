@@ -160,3 +160,28 @@ def test_a_failed_build_quotes_the_compilers_line():
         "kwok/main.go:32:38: too many arguments in call to operator.NewOperator"]
     assert build.compiler_lines("go: sigs.k8s.io/karpenter@v9 requires go >= 1.30 (running go "
                                 "1.26.8; GOTOOLCHAIN=local)\n")[0].startswith("go: sigs.k8s.io")
+
+
+@pytest.mark.parametrize("version,message", [
+    ("v0.37.0", "mutant old: version: v0.37.0 is older than v1.0.0; the harness needs Karpenter's v1 APIs"),
+    ("1.15", "mutant old: version: '1.15' is not a release like v1.15.0"),
+])
+def test_a_mutant_header_takes_any_release_from_v1_on(tmp_path, version, message):
+    from karpenter_e2e.clusters import mutants
+    patch = ("# regression: x\n# scenarios: limits\n# family: provisioning\n# version: {v}\n"
+             "--- a/kwok/main.go\n+++ b/kwok/main.go\n@@ -1 +1 @@\n-a\n+b\n")
+    (tmp_path / "old.patch").write_text(patch.format(v="v1.12.1"))
+    assert mutants.parse(tmp_path / "old.patch").version == "v1.12.1"  # served is checked at build
+    (tmp_path / "old.patch").write_text(patch.format(v=version))
+    with pytest.raises(ClusterError, match=message):
+        mutants.parse(tmp_path / "old.patch")
+
+
+def test_a_mutant_of_an_unserved_release_is_refused_before_it_builds(cache):
+    from karpenter_e2e.clusters.mutants import Mutant
+    plant(cache, time.time())
+    m = Mutant("m", cache / "m.patch", "x", ("limits",), "provisioning", "v1.12.2", "0" * 64)
+    with pytest.raises(ClusterError, match="mutant m: its version: Karpenter v1.12.2 is not served.*"
+                                           "nearest served: v1.12.1 and v1.13.0"):
+        build.build_mutant(m)
+    assert not (cache / "bin").exists()

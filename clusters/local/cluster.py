@@ -34,11 +34,12 @@ from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, StopWaiting, Wai
 log = logging.getLogger(__name__)
 
 ASSETS = Path(__file__).parent / "assets"
-# Alpha gates local mode turns on (off by default in every release that knows them; see
-# clusters/features.py GATES, which also renders FEATURE_GATES per release), so the static-capacity and node-overlay scenarios can run. Both are inert for
-# every other scenario: StaticCapacity acts only on NodePools that set spec.replicas, and
-# NodeOverlay with no NodeOverlay objects hands the instance types on unchanged (its store
-# marks each NodePool evaluated on the reconcile the NodePool's creation triggers).
+# Alpha gates local mode turns on where the release has them (off by default in every release
+# that knows them; clusters/features.py GATES, which renders FEATURE_GATES per release), so the
+# static-capacity and node-overlay scenarios can run. Both are inert for every other scenario:
+# StaticCapacity acts only on NodePools that set spec.replicas, and NodeOverlay with no
+# NodeOverlay objects hands the instance types on unchanged (its store marks each NodePool
+# evaluated on the reconcile the NodePool's creation triggers).
 # NodeRepair is on as in upstream's own KWOK e2e (its Makefile's featureGates.nodeRepair=true):
 # the KWOK provider declares repair policies for a simulated fault (KWOKUnhealthy), which the
 # node-repair scenario drives; no other scenario sets that condition.
