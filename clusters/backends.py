@@ -21,7 +21,8 @@ def add_options(add: Callable[..., Any], prefix: str = "--") -> None:
     add(f"{prefix}cluster-name", dest="cluster_name", default="karpenter-e2e",
         help="local/kind: the cluster's name (its run directory); eks: the EKS cluster name")
     add(f"{prefix}karpenter-version", dest="karpenter_version", default=versions.KARPENTER,
-        help=f"Karpenter version (local: one of {', '.join(versions.KARPENTER_VERSIONS)})")
+        help=f"Karpenter version (default {versions.KARPENTER}; local and kind: any release "
+             f"the Go module proxy serves from v1.0 on, built on first use)")
     add(f"{prefix}apiserver-port", dest="apiserver_port", type=int, default=None,
         help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
     add(f"{prefix}catalogue-without", dest="catalogue_without", default=None,

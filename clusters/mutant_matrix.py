@@ -149,7 +149,7 @@ class Matrix:
             from karpenter_e2e.clusters.awssim import build as awsbuild
             awsbuild.build_mutant(m)
         else:
-            build.build_mutant(m)
+            build.karpenter_binary(m.version, mutant=m)
 
     def build_releases(self) -> None:
         versions = sorted({m.version for m in self.mutants})
@@ -158,7 +158,8 @@ class Matrix:
             for v in versions:
                 awsbuild.binary(v)
         else:
-            build.build_all([build.find("karpenter-kwok", v) for v in versions])
+            for v in versions:
+                build.karpenter_binary(v)
 
     def build_one(self, m: Mutant) -> bool:
         """Build one mutant; one that does not apply or build is reported at once and left out."""

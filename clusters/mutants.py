@@ -97,6 +97,7 @@ def parse(path: Path) -> Mutant:
         raise MutantError(name, f"{path} is a .fault file without a '# fault: <options>' line")
     if not is_fault and "\n--- " not in text and not text.startswith("--- "):
         raise MutantError(name, f"{path} holds no unified diff")
+    _check_version(name, header["version"])
     expect = header.get("expect", "killed")
     if expect not in EXPECT:
         raise MutantError(name, f"expect: {expect!r}; one of {', '.join(EXPECT)}")
@@ -108,6 +109,19 @@ def parse(path: Path) -> Mutant:
                   header["version"], hashlib.sha256(text.encode()).hexdigest(),
                   fault=tuple(shlex.split(header.get("fault", ""))),
                   setup=tuple(shlex.split(header.get("setup", ""))), expect=expect, module=module)
+
+
+def _check_version(name: str, version: str) -> None:
+    """The header's ``version:``: any release from v1.0 on (whether the module proxy serves
+    it is checked when it is built, clusters/local/releases.py)."""
+    from karpenter_e2e.clusters.local import releases, versions
+    try:
+        key = versions.semver(version)
+    except ValueError:
+        raise MutantError(name, f"version: {version!r} is not a release like v1.15.0") from None
+    if key < versions.semver(releases.OLDEST):
+        raise MutantError(name, f"version: {version} is older than {releases.OLDEST}; the "
+                                f"harness needs Karpenter's v1 APIs")
 
 
 def load(directory: Path = MUTANTS_DIR) -> list[Mutant]:
@@ -166,14 +180,20 @@ def apply_to_dirs(mutant: Mutant, module_dir: Path, rel_dirs: list[str], dest: P
     return [dest / rel for rel in rel_dirs]
 
 
-def apply(mutant: Mutant, module_dir: Path, dest: Path) -> Path:
-    """Copy the module to ``dest`` (writable) and apply the patch; name the failing hunk."""
+def writable_copy(module_dir: Path, dest: Path) -> Path:
+    """A copy of a module (the module cache is read-only) at ``dest``, writable."""
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(module_dir, dest, symlinks=True)
-    for p in [dest, *dest.rglob("*")]:  # the module cache is read-only
+    for p in [dest, *dest.rglob("*")]:
         if not p.is_symlink():
             p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    return dest
+
+
+def apply(mutant: Mutant, module_dir: Path, dest: Path) -> Path:
+    """Copy the module to ``dest`` (writable) and apply the patch; name the failing hunk."""
+    writable_copy(module_dir, dest)
     proc = subprocess.run(["git", "apply", "--verbose", "--whitespace=nowarn", str(mutant.path)],
                           cwd=dest, capture_output=True, text=True)
     if proc.returncode != 0:

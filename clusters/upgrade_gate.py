@@ -25,7 +25,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import build, versions
+from karpenter_e2e.clusters.local import build, releases, versions
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
@@ -45,11 +45,10 @@ def check_versions(mode: str, from_v: str, to_v: str) -> None:
         raise ClusterError(f"{from_v} -> {to_v} is a downgrade or no change; the gate only "
                            "accepts upgrades")
     if mode == "local":
+        for v in (from_v, to_v):  # any release the module proxy serves, from v1.0 on
+            releases.check(v)
         for v in (from_v, to_v):
-            if v not in versions.KARPENTER_VERSIONS:
-                raise ClusterError(f"unknown version {v}: local mode builds Karpenter "
-                                   f"{', '.join(versions.KARPENTER_VERSIONS)}")
-            build.build(build.find("karpenter-kwok", v))  # a version that does not build stops here
+            build.karpenter_binary(v)  # a version that does not build stops here
     if mode == "aws-sim":
         from karpenter_e2e.clusters.awssim import build as awsbuild
         for v in (from_v, to_v):

@@ -77,6 +77,8 @@ STATIC_TYPES = ["c5.large", "m5.large"]
 
 
 @pytest.mark.scenario("static-capacity")
+@pytest.mark.karpenter_feature("static-capacity")
+@pytest.mark.karpenter_feature("node-limits")
 @pytest.mark.feature_gate("StaticCapacity")
 def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, expect,
                                                               timeline):
@@ -135,6 +137,7 @@ OVERLAY_TYPE = "r5.xlarge"  # neither the cheapest fit nor otherwise special in 
 
 
 @pytest.mark.scenario("node-overlay-capacity")
+@pytest.mark.karpenter_feature("node-overlay")
 @pytest.mark.feature_gate("NodeOverlay")
 def test_capacity_overlay_decides_the_instance_type(nodepool_factory, inflate_factory, expect):
     """A NodeOverlay gives one type of the pool an extended resource; a pod asking for it gets
@@ -169,6 +172,7 @@ OVERLAY_PRICE_BOUND_S = 90  # consolidateAfter 0s + 10s poll + 15s validation + 
 
 
 @pytest.mark.scenario("node-overlay-price")
+@pytest.mark.karpenter_feature("node-overlay")
 @pytest.mark.feature_gate("NodeOverlay")
 @pytest.mark.own_karpenter(
     "its node is a consolidation candidate only once its nomination expires (20 s after "

@@ -94,6 +94,7 @@ def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate
 
 
 @pytest.mark.scenario("budget-by-reason")
+@pytest.mark.karpenter_feature("budget-reasons")
 def test_budget_for_drift_does_not_block_empty_consolidation(nodepool_factory, inflate_factory,
                                                              expect, timings):
     """A budget nodes "0" for reason Drifted only: Karpenter consolidates the empty node
@@ -223,6 +224,7 @@ TGP_S = 30  # the pool's terminationGracePeriod
 
 
 @pytest.mark.scenario("termination-grace")
+@pytest.mark.karpenter_feature("termination-grace-period")
 def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, inflate_factory,
                                                          expect, timings, timeline):
     """terminationGracePeriod 30s; do-not-disrupt pods on a drifted node: Karpenter still
@@ -307,6 +309,7 @@ DND_FOR_S = 60  # the pods' do-not-disrupt duration
 
 
 @pytest.mark.scenario("pod-do-not-disrupt-duration")
+@pytest.mark.karpenter_feature("do-not-disrupt-duration")
 def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, inflate_factory, expect,
                                                          timings, timeline):
     """Pods annotated karpenter.sh/do-not-disrupt: "60s" on a drifted node: Karpenter leaves

@@ -104,6 +104,7 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
 
 
 @pytest.mark.scenario("expiration")
+@pytest.mark.karpenter_feature("template-expire-after")
 def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, cluster, timings,
                                     timeline):
     """expireAfter (60s locally, longer where nodes take longer to join): nodes are replaced

@@ -35,6 +35,8 @@ def inject_fault(kube, node: str) -> float:
 @pytest.mark.modes("local", reason="drives the KWOK provider's simulated repair fault "
                                     "(aws-sim's and EKS's policies tolerate Ready=False 10+ min)")
 @pytest.mark.scenario("node-repair")
+@pytest.mark.karpenter_feature("node-repair")
+@pytest.mark.karpenter_feature("kwok-unhealthy-fault")
 def test_unhealthy_node_is_replaced_after_the_toleration(nodepool_factory, inflate_factory, expect,
                                                          timings, timeline):
     """A node of a one-pod pool turns unhealthy (KWOKUnhealthy=True, a repair policy with a

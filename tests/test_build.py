@@ -32,7 +32,10 @@ def test_wrapper_go_mod_pins_every_staging_module_to_the_matching_version():
 
 
 def test_unknown_binary_is_a_clear_error():
-    with pytest.raises(ClusterError, match="pinned: .*karpenter-kwok@v1.15.0"):
+    with pytest.raises(ClusterError, match="pinned: .*kwok@v0.8.0"):
+        build.find("kwok", "v0.1.0")
+    # Karpenter: any release the proxy serves from v1.0 on (tests/test_versions.py)
+    with pytest.raises(ClusterError, match="older than v1.0.0: the harness needs Karpenter's v1 APIs"):
         build.find("karpenter-kwok", "v0.1.0")
 
 

@@ -15,12 +15,23 @@ JUNIT_PASS = '<testsuites><testsuite name="pytest"><testcase name="test_ok"/></t
 @pytest.mark.parametrize("from_v,to_v,message", [
     ("v1.15.0", "v1.14.3", "downgrade"),
     ("v1.15.0", "v1.15.0", "downgrade or no change"),
-    ("v1.14.3", "v9.9.9", "unknown version v9.9.9"),
+    ("v1.14.3", "v9.9.9", "Karpenter v9.9.9 is not served by the Go module proxy .*nearest "
+                          "served: v1.15.0"),
+    ("v0.37.0", "v1.15.0", "older than v1.0.0: the harness needs Karpenter's v1 APIs"),
+    ("v1.12.2", "v1.15.0", "nearest served: v1.12.1 and v1.13.0"),
     ("latest", "v1.15.0", "unknown version"),
 ])
-def test_bad_version_requests_are_refused_before_anything_runs(from_v, to_v, message):
+def test_bad_version_requests_are_refused_before_anything_runs(from_v, to_v, message, tmp_path,
+                                                                 monkeypatch):
+    import json
+    import time
+    monkeypatch.setenv("KARPENTER_E2E_CACHE", str(tmp_path))  # the proxy's list, planted
+    (tmp_path / "karpenter-versions.json").write_text(json.dumps(
+        {"module": "sigs.k8s.io/karpenter", "fetched": time.time(),
+         "versions": ["v1.0.8", "v1.12.1", "v1.13.0", "v1.14.3", "v1.15.0"]}))
     with pytest.raises(ClusterError, match=message):
         check_versions("local", from_v, to_v)
+    assert not (tmp_path / "bin").exists()  # refused before anything was built
 
 
 def test_verdict_names_the_disruption(tmp_path):

@@ -84,6 +84,9 @@ class AwsSimCluster(LocalCluster):
         self._save_state(aws_pid=proc.pid, aws_port=port)
         self._fake = proc
 
+    def _prepare_catalogue(self, version: str) -> None:
+        """None here: the fake AWS serves EC2's instance types."""
+
     def _prepare_cloud(self) -> None:
         """Wait until the fake AWS is seeded (Karpenter starts next)."""
         proc, port = self._fake, self._state()["aws_port"]
@@ -145,15 +148,10 @@ class AwsSimCluster(LocalCluster):
             return awsbuild.build_mutant(self.mutant)
         return awsbuild.binary(version)
 
-    def _karpenter_command(self, binary: Path) -> list[str]:
-        # Started through a link in the run directory: the run directory in its command
-        # line is how down() finds this process even if state.json is lost.
-        link = self.run_dir / binary.name
-        if not link.exists():
-            link.symlink_to(binary)
-        return [str(link)]
+    def _karpenter_command(self, binary: Path, version: str | None = None) -> list[str]:
+        return [str(self._run_dir_link(binary))]
 
-    def _karpenter_env(self) -> dict[str, str | None]:
+    def _karpenter_env(self, version: str | None = None) -> dict[str, str | None]:
         endpoint = self.aws_endpoint()
         if not endpoint:
             raise ClusterError(f"the fake AWS of {self.name!r} is not running: start the "

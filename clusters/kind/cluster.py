@@ -259,8 +259,8 @@ class KindCluster:
         if local.run_dir.exists():
             shutil.rmtree(local.run_dir)
         local.logs_dir.mkdir(parents=True)
-        build.build_all([build.find("kubectl"), build.find("kwok"),
-                         build.find("karpenter-kwok", local.karpenter_version)])
+        build.build_all([build.find("kubectl"), build.find("kwok")])
+        local._karpenter_binary(local.karpenter_version)  # the release's own kind of build
         config = local.run_dir / "kind.yaml"
         config.write_text(kind_config())
         proc = self._kind("create", "cluster", "--name", self.name, "--config", str(config),

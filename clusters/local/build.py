@@ -9,6 +9,8 @@ downloaded module (its own go.mod and go.sum, exactly as released).
 from __future__ import annotations
 
 import datetime
+import functools
+import hashlib
 import json
 import logging
 import os
@@ -52,12 +54,18 @@ class Target:
     module: str
     ldflags: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
-    toolchain: str = "local"
+    toolchain: str = "local"  # GOTOOLCHAIN, or FROM_GO_MOD: chosen from the module's go.mod
     env: tuple[tuple[str, str], ...] = field(default=(("CGO_ENABLED", "0"),))
 
     @property
     def path(self) -> Path:
         return bin_dir() / f"{self.name}-{self.version}"
+
+
+# Target.toolchain for Karpenter: the machine's go when the release's go.mod accepts it, else
+# the oldest pinned toolchain that it accepts (releases.choose_toolchain).
+FROM_GO_MOD = "go.mod"
+KARPENTER_MODULE = "sigs.k8s.io/karpenter"
 
 
 def _kube_ldflags(version: str) -> tuple[str, ...]:
@@ -88,20 +96,25 @@ def targets() -> list[Target]:
                         "-s", "-w"))
         for name in ("kwok", "kwokctl")
     ]
-    karpenter = [
-        # Named karpenter-kwok so it never clashes with kwok's own `kwok` binary.
-        Target("karpenter-kwok", v, "sigs.k8s.io/karpenter/kwok", "sigs.k8s.io/karpenter",
-               ldflags=(f"-X sigs.k8s.io/karpenter/pkg/operator.Version={v}", "-s", "-w"),
-               toolchain=versions.GO_TOOLCHAIN)
-        for v in versions.KARPENTER_VERSIONS
-    ]
+    # The pinned Karpenter versions (make build); any other served release: karpenter_target.
+    karpenter = [karpenter_target(v) for v in versions.KARPENTER_VERSIONS]
     return kube + [etcd] + kwok + karpenter
+
+
+def karpenter_target(version: str) -> Target:
+    # Named karpenter-kwok so it never clashes with kwok's own `kwok` binary.
+    return Target("karpenter-kwok", version, "sigs.k8s.io/karpenter/kwok", KARPENTER_MODULE,
+                  ldflags=(f"-X sigs.k8s.io/karpenter/pkg/operator.Version={version}", "-s", "-w"),
+                  toolchain=FROM_GO_MOD)
 
 
 def find(name: str, version: str | None = None) -> Target:
     for t in targets():
         if t.name == name and (version is None or t.version == version):
             return t
+    if name == "karpenter-kwok" and version:
+        from karpenter_e2e.clusters.local import releases
+        return karpenter_target(releases.check(version))  # any release the proxy serves
     known = sorted({f"{t.name}@{t.version}" for t in targets()})
     raise ClusterError(f"no binary {name}@{version or '*'} is pinned; pinned: {', '.join(known)}")
 
@@ -122,10 +135,24 @@ def check_go() -> str:
     return out
 
 
-def _go_env(target: Target) -> dict[str, str]:
-    env = {**os.environ, "GOTOOLCHAIN": target.toolchain, "GOFLAGS": "-mod=readonly"}
+def _go_env(target: Target, module_dir: Path | None = None) -> dict[str, str]:
+    toolchain = target.toolchain
+    if toolchain == FROM_GO_MOD:
+        toolchain = toolchain_for(module_dir or _module_dir(target))
+    env = {**os.environ, "GOTOOLCHAIN": toolchain, "GOFLAGS": "-mod=readonly"}
     env.update(dict(target.env))
     return env
+
+
+def toolchain_for(module_dir: Path) -> str:
+    """GOTOOLCHAIN for building inside ``module_dir``: what its go.mod's go/toolchain lines
+    accept, the machine's go first (releases.choose_toolchain)."""
+    from karpenter_e2e.clusters.local import releases
+    required = releases.go_requirement((module_dir / "go.mod").read_text())
+    try:
+        return releases.choose_toolchain(required, check_go())
+    except ClusterError as exc:
+        raise ClusterError(f"{module_dir.name} {exc}") from None
 
 
 def _module_dir(target: Target) -> Path:
@@ -136,19 +163,36 @@ def _module_dir(target: Target) -> Path:
     return download_module(target.module, target.version, target.toolchain)
 
 
+def download_karpenter(version: str) -> Path:
+    """The released sigs.k8s.io/karpenter module at ``version`` (its CRDs, its sources)."""
+    return download_module(KARPENTER_MODULE, version, FROM_GO_MOD)
+
+
 def download_module(module: str, version: str, toolchain: str = "local") -> Path:
-    """`go mod download` a module and return its directory in the module cache."""
-    proc = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],
-                          capture_output=True, text=True, cwd=tempfile.gettempdir(),
-                          env={**os.environ, "GOTOOLCHAIN": toolchain, "GOFLAGS": ""})
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        info = {"Error": (proc.stderr or proc.stdout).strip()}
+    """`go mod download` a module and return its directory in the module cache. With
+    FROM_GO_MOD the machine's go tries first; a module that requires a newer go is then
+    downloaded with the toolchain its requirement chooses."""
+    first = "local" if toolchain == FROM_GO_MOD else toolchain
+    info = _download(module, version, first)
+    needs = re.search(r"requires go >= (\S+)", info.get("Error") or "")
+    if toolchain == FROM_GO_MOD and needs:
+        from karpenter_e2e.clusters.local import releases
+        chosen = releases.choose_toolchain(releases._go_version(needs[1]), check_go())
+        info = _download(module, version, chosen)
     if info.get("Error") or not info.get("Dir"):
         raise ClusterError(f"cannot download {module}@{version} from the Go module proxy: "
                            f"{info.get('Error')}")
     return Path(info["Dir"])
+
+
+def _download(module: str, version: str, toolchain: str) -> dict:
+    proc = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],
+                          capture_output=True, text=True, cwd=tempfile.gettempdir(),
+                          env={**os.environ, "GOTOOLCHAIN": toolchain, "GOFLAGS": ""})
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return {"Error": (proc.stderr or proc.stdout).strip()}
 
 
 def _build_lock():
@@ -219,18 +263,21 @@ def _record_build_time(key: str, seconds: float) -> None:
 
 
 def _build_group(group: list[Target], cwd: Path | None = None,
-                 outputs: dict[str, Path] | None = None) -> None:
+                 outputs: dict[str, Path] | None = None, kind: str = "mutant") -> None:
     """One `go build` for targets sharing a module; ``cwd`` and ``outputs`` (name -> path)
-    replace the module directory and the cache paths (a mutant's patched copy)."""
+    replace the module directory and the cache paths (a mutant's patched copy, or a copy
+    with a catalogue built in: ``kind``, which keys the recorded build time)."""
     first = group[0]
     names = ", ".join(f"{t.name} {t.version}" for t in group)
-    key = names if outputs is None else f"mutant of {names}"
+    key = names if outputs is None else f"{kind} of {names}"
     if outputs:  # a mutant: name the binary, which carries the mutant's name and digest
         names = ", ".join(p.name for p in outputs.values())
     last = last_build_time(key)
     estimate = f"last time on this machine: {last:.0f}s" if last else "no earlier build recorded"
     log.info("building %s with go build (%s)", names, estimate)
     cwd = cwd or _module_dir(first)
+    env = _go_env(first, cwd)
+    log.info("go build in %s with GOTOOLCHAIN=%s", cwd, env["GOTOOLCHAIN"])
     started = time.monotonic()
     with tempfile.TemporaryDirectory(dir=bin_dir(), prefix=".build-") as tmp:
         cmd = ["go", "build", "-trimpath", "-o", tmp + "/"]
@@ -240,7 +287,7 @@ def _build_group(group: list[Target], cwd: Path | None = None,
             cmd.append("-ldflags=" + " ".join(first.ldflags))
         cmd += [t.package for t in group]
         with open(Path(tmp) / "go-build.log", "w+") as out:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=_go_env(first), stdout=out,
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             try:
                 _wait_with_progress(proc, names, started, last)
@@ -251,7 +298,9 @@ def _build_group(group: list[Target], cwd: Path | None = None,
             out.seek(0)
             output = out.read()
         if proc.returncode != 0:
-            raise BuildFailed(f"go build of {names} failed in {cwd}:\n"
+            compiler = compiler_lines(output)
+            raise BuildFailed(f"go build of {names} (GOTOOLCHAIN={env['GOTOOLCHAIN']}) failed in "
+                              f"{cwd}" + (f": {compiler[0]}" if compiler else "") + ":\n"
                               + "\n".join(output.splitlines()[-30:]), output)
         for t in group:
             built = Path(tmp) / t.package.rsplit("/", 1)[-1]
@@ -276,6 +325,14 @@ def _wait_with_progress(proc: subprocess.Popen, names: str, started: float,
                      f" (last time {last:.0f}s)" if last else "")
 
 
+def compiler_lines(output: str) -> list[str]:
+    """The compiler's own lines in a go build's output ('path/file.go:12:3: undefined: x'),
+    or else the go command's (e.g. 'go: ... requires go >= 1.30')."""
+    lines = [ln.strip() for ln in output.splitlines()]
+    return ([ln for ln in lines if re.search(r"\.go:\d+", ln)]
+            or [ln for ln in lines if ln.startswith("go: ") and "downloading" not in ln])
+
+
 class BuildFailed(ClusterError):
     def __init__(self, message: str, output: str):
         super().__init__(message)
@@ -295,9 +352,8 @@ def build_mutant(mutant) -> Path:
 
     try:
         target = find("karpenter-kwok", mutant.version)
-    except ClusterError:
-        raise MutantError(mutant.name, f"its version {mutant.version} is not one local mode "
-                                       f"builds ({', '.join(versions.KARPENTER_VERSIONS)})") from None
+    except ClusterError as exc:
+        raise MutantError(mutant.name, f"its version: {exc}") from None
     return build_patched(mutant, target, _module_dir(target), lambda src: src)
 
 
@@ -305,23 +361,103 @@ def build_patched(mutant, target: Target, module_dir: Path, workdir) -> Path:
     """``target`` built with ``mutant``'s patch applied to a copy of ``module_dir``;
     ``workdir(patched copy)`` is where `go build` runs (the copy itself, or a wrapper module
     that replaces the module with it)."""
-    from karpenter_e2e.clusters.mutants import MutantError, apply
+    from karpenter_e2e.clusters.mutants import apply
 
-    out = mutant_path(mutant, target.name)
+    return _build_from_copy(target, mutant_path(mutant, target.name),
+                            cache_dir() / "mutants" / "src" / f"{target.name}-{mutant.key}",
+                            lambda dest: workdir(apply(mutant, module_dir, dest)), mutant=mutant)
+
+
+def _build_from_copy(target: Target, out: Path, root: Path, make_src, kind: str = "mutant",
+                     mutant=None) -> Path:
+    """``target`` built into ``out`` (unless cached) where ``make_src(root / "module")``, a
+    changed copy of a module, says; the copy is removed afterwards."""
     if out.exists():
         return out
     with _build_lock():
         if out.exists():
             return out
         check_go()
-        root = cache_dir() / "mutants" / "src" / f"{target.name}-{mutant.key}"
         try:
-            src = apply(mutant, module_dir, root / "module")
-            _build_group([target], cwd=workdir(src), outputs={target.name: out})
+            _build_group([target], cwd=make_src(root / "module"), outputs={target.name: out},
+                         kind=kind)
         except BuildFailed as exc:
-            compiler = [ln.strip() for ln in exc.output.splitlines() if re.search(r"\.go:\d+", ln)]
-            raise MutantError(mutant.name, "does not build: "
-                              + ("; ".join(compiler[:3]) or str(exc)[-400:])) from None
+            if mutant is not None:
+                raise _mutant_does_not_build(mutant, exc) from None
+            raise
         finally:
             shutil.rmtree(root, ignore_errors=True)
     return out
+
+
+def _mutant_does_not_build(mutant, exc: BuildFailed):
+    from karpenter_e2e.clusters.mutants import MutantError
+    return MutantError(mutant.name, "does not build: "
+                       + ("; ".join(compiler_lines(exc.output)[:3]) or str(exc)[-400:]))
+
+
+# ---- releases whose KWOK provider reads only the catalogue built into it ---------------------
+# Up to v1.1.5 the KWOK provider has no --instance-types-file-path (it appears in v1.5.5's
+# kwok/options/options.go): it reads kwok/cloudprovider/instance_types.json, embedded with
+# go:embed. The harness's catalogue is written into a copy of the module and built in.
+CATALOGUE_IN_MODULE = Path("kwok/cloudprovider/instance_types.json")
+
+
+@functools.cache
+def reads_catalogue_file(module_dir: Path) -> bool:
+    """Whether this release's KWOK provider takes --instance-types-file-path."""
+    return any("instance-types-file-path" in p.read_text(errors="replace")
+               for p in (module_dir / "kwok").rglob("*.go") if not p.name.endswith("_test.go"))
+
+
+@functools.cache
+def serves_webhooks(module_dir: Path) -> bool:
+    """Whether this release's KWOK main starts webhooks (v1.0.x, knative's: it then needs
+    SYSTEM_NAMESPACE, and DISABLE_WEBHOOK=true to run without a serving certificate)."""
+    main = module_dir / "kwok" / "main.go"
+    return main.exists() and "WithWebhooks" in main.read_text(errors="replace")
+
+
+def catalogue_digest(catalogue_json: str) -> str:
+    return hashlib.sha256(catalogue_json.encode()).hexdigest()[:10]
+
+
+def embedded_path(target: Target, catalogue_json: str, mutant=None) -> Path:
+    """The cache name of a build with ``catalogue_json`` built in: the release's (or the
+    mutant's) name, then ``-embedded-catalogue-<digest of the catalogue>``."""
+    base = mutant_path(mutant, target.name) if mutant else target.path
+    return base.with_name(f"{base.name}-embedded-catalogue-{catalogue_digest(catalogue_json)}")
+
+
+def karpenter_binary(version: str, catalogue_exclude=None, mutant=None) -> Path:
+    """The karpenter-kwok local mode runs for ``version`` (``mutant``'s build of it, if
+    given), built on first use. A release without --instance-types-file-path gets the
+    catalogue (less ``catalogue_exclude``) built in."""
+    target = find("karpenter-kwok", version)
+    if not reads_catalogue_file(download_karpenter(version)):
+        from karpenter_e2e.clusters.local import catalogue
+        text = catalogue.for_release(version, catalogue.select(catalogue_exclude))
+        return build_embedded(target, text, mutant)
+    if mutant:
+        return build_mutant(mutant)
+    return build(target)
+
+
+def build_embedded(target: Target, catalogue_json: str, mutant=None) -> Path:
+    """``target`` (with ``mutant``'s patch, if given) built from a copy of its module whose
+    kwok/cloudprovider/instance_types.json is ``catalogue_json``."""
+    from karpenter_e2e.clusters import mutants
+
+    out = embedded_path(target, catalogue_json, mutant)
+    if out.exists():
+        return out
+    module_dir = _module_dir(target)
+
+    def make_src(dest: Path) -> Path:
+        src = (mutants.apply(mutant, module_dir, dest) if mutant
+               else mutants.writable_copy(module_dir, dest))
+        (src / CATALOGUE_IN_MODULE).write_text(catalogue_json)
+        return src
+
+    return _build_from_copy(target, out, cache_dir() / "src" / out.name, make_src,
+                            kind="catalogue-embedded", mutant=mutant)

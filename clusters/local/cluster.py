@@ -21,11 +21,11 @@ from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters import mutants
+from karpenter_e2e.clusters import features, mutants
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.filelock import file_lock
-from karpenter_e2e.clusters.local import build, catalogue, process, versions
+from karpenter_e2e.clusters.local import build, catalogue, process, releases, versions
 from karpenter_e2e.clusters.local.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.clusters.waits import (
@@ -40,11 +40,12 @@ from karpenter_e2e.clusters.waits import (
 log = logging.getLogger(__name__)
 
 ASSETS = Path(__file__).parent / "assets"
-# Alpha gates local mode turns on (off by default in Karpenter v1.14 and v1.15, which both
-# know them), so the static-capacity and node-overlay scenarios can run. Both are inert for
-# every other scenario: StaticCapacity acts only on NodePools that set spec.replicas, and
-# NodeOverlay with no NodeOverlay objects hands the instance types on unchanged (its store
-# marks each NodePool evaluated on the reconcile the NodePool's creation triggers).
+# Alpha gates local mode turns on where the release has them (off by default in every release
+# that knows them; clusters/features.py GATES, which renders FEATURE_GATES per release), so the
+# static-capacity and node-overlay scenarios can run. Both are inert for every other scenario:
+# StaticCapacity acts only on NodePools that set spec.replicas, and NodeOverlay with no
+# NodeOverlay objects hands the instance types on unchanged (its store marks each NodePool
+# evaluated on the reconcile the NodePool's creation triggers).
 # NodeRepair is on as in upstream's own KWOK e2e (its Makefile's featureGates.nodeRepair=true):
 # the KWOK provider declares repair policies for a simulated fault (KWOKUnhealthy), which the
 # node-repair scenario drives; no other scenario sets that condition.
@@ -60,9 +61,9 @@ class LocalCluster:
                  apiserver_port: int | None = None,
                  catalogue_exclude: Callable[[EC2Type], bool] | None = None,
                  mutant: Mutant | None = None):
-        if karpenter_version not in versions.KARPENTER_VERSIONS:
-            raise ClusterError(f"Karpenter {karpenter_version} is not built by local mode; "
-                               f"choose one of {', '.join(versions.KARPENTER_VERSIONS)}")
+        # Any release the Go module proxy serves from v1.0 on; refused here, in seconds,
+        # before anything starts (releases.check says why and names the nearest served ones).
+        releases.check(karpenter_version)
         self.name = name
         self.karpenter_version = karpenter_version
         self.apiserver_port = apiserver_port
@@ -193,8 +194,13 @@ class LocalCluster:
             zones=ZONES,
             karpenter_log=self.logs_dir / "karpenter.log",
             catalogue=self.catalogue_file,
-            feature_gates=tuple(self.feature_gates),
+            feature_gates=self.gates_on(state.get("karpenter_version", self.karpenter_version)),
         )
+
+    def gates_on(self, version: str) -> tuple[str, ...]:
+        """The gates the harness turns on that Karpenter ``version`` knows."""
+        known = features.gates_known(version)
+        return tuple(g for g in self.feature_gates if g in known)
 
     # ---- up ------------------------------------------------------------------------------
     def up(self, reuse: bool = False) -> ClusterInfo:
@@ -275,7 +281,15 @@ class LocalCluster:
 
     def _prepare_cloud(self) -> None:
         """What Karpenter's cloud provider needs before it starts: here, its catalogue."""
-        catalogue.write(self.catalogue_file, catalogue.select(self.catalogue_exclude))
+        self._prepare_catalogue(self.karpenter_version)
+
+    def _prepare_catalogue(self, version: str) -> None:
+        """The catalogue file in the format Karpenter ``version`` reads (rewritten when an
+        upgrade crosses v1.5.5, where offerings start to carry labels)."""
+        text = catalogue.for_release(version, catalogue.select(self.catalogue_exclude))
+        if not self.catalogue_file.exists() or self.catalogue_file.read_text() != text:
+            self.catalogue_file.parent.mkdir(parents=True, exist_ok=True)
+            self.catalogue_file.write_text(text)
 
     def _kwokctl_config(self, port: int) -> dict:
         b = {n: str(build.find(n).path) for n in
@@ -346,8 +360,8 @@ class LocalCluster:
                    poll=0.5, diagnose=lambda: self._log_tails(["kube-apiserver", "etcd"]))
 
     def crd_dirs(self, version: str) -> list[Path]:
-        module = build.download_module("sigs.k8s.io/karpenter", version, versions.GO_TOOLCHAIN)
-        rel = ["kwok/charts/crds", "kwok/apis/crds"]
+        module = build.download_karpenter(version)
+        rel = [_core_crds(module), "kwok/apis/crds"]
         if self._runs_mutant(version) and any(
                 p.startswith(tuple(f"{r}/" for r in rel)) for p in mutants.touched(self.mutant)):
             # A CRD mutant (a validation rule lost): its patched CRDs are what gets installed.
@@ -371,6 +385,7 @@ class LocalCluster:
         if version != self._state().get("crds_version"):
             self._install_crds(version)  # new CRDs first, then the controller
             self._save_state(crds_version=version)
+        self._prepare_catalogue(version)
         # Its ports are picked, and the process started, in the creation turn: a control plane
         # created beside it (kwokctl takes "the first free one") then starts only after it.
         with file_lock(build.cache_dir() / "clusters" / ".create.lock"):
@@ -382,12 +397,12 @@ class LocalCluster:
                    "METRICS_PORT": str(metrics),
                    "HEALTH_PROBE_PORT": str(health),
                    "LOG_LEVEL": os.environ.get("KARPENTER_LOG_LEVEL", "info")}
-            env.update(self._karpenter_env())
+            env.update(self._karpenter_env(version))
             env = {k: v for k, v in env.items() if v is not None}  # None: unset it
             with open(log_path, "a") as out:
                 out.write(f"--- {binary.name} {version} starting {time.strftime('%H:%M:%S')} ---\n")
                 out.flush()
-                cmd = self._karpenter_command(binary)
+                cmd = self._karpenter_command(binary, version)
                 proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, cwd=self.run_dir,
                                         start_new_session=True)  # Ctrl-C goes to us; down() stops it
@@ -402,14 +417,34 @@ class LocalCluster:
         await_started(proc, f"Karpenter {version}", ready, log_path,
                       what=f"Karpenter {version} /readyz to answer ok", poll=0.5)
 
-    def _karpenter_command(self, binary: Path) -> list[str]:
+    def _karpenter_command(self, binary: Path, version: str | None = None) -> list[str]:
         # The catalogue as a flag, not INSTANCE_TYPES_FILE_PATH: the run directory in the
         # command line is how down() finds this process even if state.json is lost.
+        if not build.reads_catalogue_file(build.download_karpenter(version or self.karpenter_version)):
+            # Up to v1.1.5 the catalogue is built in and the binary takes no path.
+            return [str(self._run_dir_link(binary))]
         return [str(binary), "--instance-types-file-path", str(self.catalogue_file)]
 
-    def _karpenter_env(self) -> dict[str, str | None]:
-        """Cloud-provider settings on top of the common environment (None unsets one)."""
-        return {"FEATURE_GATES": ",".join(f"{g}=true" for g in self.feature_gates)}
+    def _run_dir_link(self, binary: Path) -> Path:
+        """A link to ``binary`` in the run directory, to start it through: the run directory
+        in its command line is how down() finds the process even if state.json is lost."""
+        link = self.run_dir / binary.name
+        if not link.is_symlink() or link.resolve() != binary.resolve():
+            link.unlink(missing_ok=True)
+            link.symlink_to(binary)
+        return link
+
+    def _karpenter_env(self, version: str | None = None) -> dict[str, str | None]:
+        """Cloud-provider settings on top of the common environment (None unsets one), for
+        Karpenter ``version``: its own gates and defaults (features.GATES), with ours on."""
+        version = version or self.karpenter_version
+        env: dict[str, str | None] = {
+            "FEATURE_GATES": features.feature_gates_env(version, tuple(self.feature_gates))}
+        if build.serves_webhooks(build.download_karpenter(version)):
+            # v1.0.x's KWOK main starts knative webhooks: they need a namespace, and are
+            # turned off (no certificate, nothing calls them: its CRDs without conversion).
+            env |= {"SYSTEM_NAMESPACE": "kube-system", "DISABLE_WEBHOOK": "true"}
+        return env
 
     def _runs_mutant(self, version: str) -> bool:
         return self.mutant is not None and version == self.mutant.version
@@ -420,15 +455,12 @@ class LocalCluster:
         return "release"
 
     def _karpenter_binary(self, version: str) -> Path:
-        if self._runs_mutant(version):
-            return build.build_mutant(self.mutant)
-        return build.build(build.find("karpenter-kwok", version))
+        return build.karpenter_binary(version, self.catalogue_exclude,
+                                      self.mutant if self._runs_mutant(version) else None)
 
     def upgrade_karpenter(self, version: str) -> None:
         """What an operator does: stop the old controller, apply the new CRDs, start the new."""
-        if version not in versions.KARPENTER_VERSIONS:
-            raise ClusterError(f"Karpenter {version} is not built by local mode; choose one of "
-                               f"{', '.join(versions.KARPENTER_VERSIONS)}")
+        releases.check(version)
         self._karpenter_binary(version)  # before anything stops
         self.stop_karpenter()
         self.start_karpenter(version)
@@ -525,6 +557,18 @@ class LocalCluster:
     def _log_tails(self, names: list[str], lines: int = 15) -> str:
         logs = self.logs()
         return "\n".join(f"--- {n} ---\n{_tail_file(logs[n], lines)}" for n in names if n in logs)
+
+
+def _core_crds(module: Path) -> str:
+    """Which of a release's copies of the karpenter.sh CRDs to install: kwok/charts/crds (its
+    KWOK provider's, with the karpenter.kwok.sh label rules) unless they convert versions
+    through a webhook, as v1.0.8's do for v1beta1 (no webhook runs here); then pkg/apis/crds,
+    which serve the same versions without one."""
+    for crd in sorted((module / "kwok/charts/crds").glob("*.yaml")):
+        conversion = (yaml.safe_load(crd.read_text()) or {}).get("spec", {}).get("conversion") or {}
+        if conversion.get("strategy") == "Webhook":
+            return "pkg/apis/crds"
+    return "kwok/charts/crds"
 
 
 def await_started(proc: subprocess.Popen, name: str, ready: Callable[[], Observation],

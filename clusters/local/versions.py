@@ -8,7 +8,11 @@ the newest release and the previous minor, which the upgrade gate moves between.
 KUBERNETES = "v1.36.3"
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
-KARPENTER_VERSIONS = ("v1.15.0", "v1.14.3")  # newest release, previous minor
+# The Karpenter versions `make build` builds and CI runs (newest release, previous minor), and
+# the default. Any other release the Go module proxy serves, from v1.0 on, is built on first
+# use (clusters/local/releases.py finds them). The default stays pinned rather than "newest
+# served": a new upstream release must not change what an unchanged CI job tests.
+KARPENTER_VERSIONS = ("v1.15.0", "v1.14.3")
 KARPENTER = KARPENTER_VERSIONS[0]
 # eks mode: the AWS provider the nightly installs (its chart version, with a "v"). Its CRDs
 # and sources are read from the Go module cache by the harness's own tests. (aws-sim builds
@@ -18,6 +22,10 @@ EKS_PROVIDER = "v1.15.2"
 # Karpenter v1.15.0 / v1.14.3 declare go >= 1.26.9 / 1.26.10; machines here have 1.26.8.
 # The go command fetches this toolchain from the module proxy (one ~76 MB download).
 GO_TOOLCHAIN = "go1.27.3"
+# The toolchains a Karpenter build may switch to, when the machine's go is older than the
+# release's go.mod asks (releases.choose_toolchain): the oldest that is new enough. One
+# toolchain keeps it to one download; go1.27.3 built every served release from v1.0.8 on.
+GO_TOOLCHAINS = (GO_TOOLCHAIN,)
 # Oldest go command that can switch toolchains by itself (GOTOOLCHAIN, Go 1.21).
 MIN_GO = (1, 21)
 
@@ -33,6 +41,14 @@ def semver(version: str) -> tuple[int, ...]:
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
         raise ValueError(f"{version!r} is not a version like v1.15.0")
     return tuple(int(p) for p in parts)
+
+def is_release(version) -> bool:
+    """Whether ``version`` is a release like 'v1.14.3' (eks may report anything)."""
+    try:
+        semver(version)
+        return True
+    except (ValueError, TypeError, AttributeError):
+        return False
 
 # aws-sim mode: Karpenter's AWS provider at the releases whose core versions local mode
 # builds (v1.15.0 and v1.14.3 require sigs.k8s.io/karpenter at the same version).

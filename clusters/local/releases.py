@@ -1,0 +1,199 @@
+"""Which Karpenter releases local mode can build: the ones the Go module proxy serves.
+
+The list is not written down here. It comes from the proxy (``go list -m -versions
+sigs.k8s.io/karpenter``) and is kept for a day in the per-user cache
+(``<cache>/karpenter-versions.json``, with the time it was fetched). The pinned versions
+(``versions.KARPENTER_VERSIONS``, what ``make build`` builds and CI runs) never need the
+list, so a machine without network still runs them.
+
+Also here: which Go toolchain builds a release (from its own go.mod's ``go`` and
+``toolchain`` lines).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import versions
+
+log = logging.getLogger(__name__)
+
+MODULE = "sigs.k8s.io/karpenter"
+# The harness speaks karpenter.sh/v1 (NodePool, NodeClaim, their v1 fields): v1.0.0 on.
+OLDEST = "v1.0.0"
+MAX_AGE_S = 24 * 3600  # refetch the list once it is a day old
+LIST_TIMEOUT_S = 60
+_RELEASE = re.compile(r"^v\d+\.\d+\.\d+$")  # releases only: no pre-releases (v1.2.0-rc.1)
+
+
+class UnknownVersion(ClusterError):
+    """A version the harness cannot run: malformed, older than v1.0, or not served."""
+
+
+def _cache_dir() -> Path:
+    from karpenter_e2e.clusters.local.build import cache_dir
+    return cache_dir()
+
+
+def cache_file() -> Path:
+    return _cache_dir() / "karpenter-versions.json"
+
+
+def parse(go_list_output: str) -> list[str]:
+    """``go list -m -versions`` output ('sigs.k8s.io/karpenter v1.0.8 v1.1.5 ...') -> the
+    releases (vX.Y.Z, no pre-releases), oldest first."""
+    words = go_list_output.split()
+    if not words or words[0] != MODULE:
+        raise ValueError(f"not a version list of {MODULE}: {go_list_output.strip()[:200]!r}")
+    return sorted({w for w in words[1:] if _RELEASE.match(w)}, key=versions.semver)
+
+
+def fetch(timeout: float = LIST_TIMEOUT_S) -> list[str]:
+    """Ask the Go module proxy (GOPROXY, as the go command is configured) for the list."""
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""}
+    try:
+        proc = subprocess.run(["go", "list", "-m", "-versions", MODULE], capture_output=True,
+                              text=True, cwd=tempfile.gettempdir(), env=env, timeout=timeout)
+    except FileNotFoundError:
+        raise ClusterError("Go is not on PATH: the Karpenter releases local mode can build are "
+                           "listed with `go list -m -versions`") from None
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"`go list -m -versions {MODULE}` did not answer in {timeout:.0f}s "
+                           f"(offline, or the module proxy is slow)") from None
+    if proc.returncode != 0:
+        line = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise ClusterError(f"cannot list the Karpenter releases from the Go module proxy "
+                           f"(GOPROXY={_goproxy()}): {line}")
+    try:
+        return parse(proc.stdout)
+    except ValueError as exc:
+        raise ClusterError(str(exc)) from None
+
+
+def _goproxy() -> str:
+    """GOPROXY as the go command sees it (for error messages)."""
+    try:
+        out = subprocess.run(["go", "env", "GOPROXY"], capture_output=True, text=True,
+                             timeout=10, env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    return out or os.environ.get("GOPROXY") or "unknown"
+
+
+def served(now: float | None = None, fetcher=fetch) -> list[str]:
+    """The releases the module proxy serves, oldest first: from the cache while it is less
+    than a day old, else fetched (and cached). Offline with a stale cache: the stale list,
+    with a warning; offline with none: a ClusterError that says so."""
+    now = time.time() if now is None else now
+    cached = _read_cache()
+    if cached and 0 <= now - cached["fetched"] < MAX_AGE_S:
+        return cached["versions"]
+    try:
+        found = fetcher()
+    except ClusterError as exc:
+        if cached:
+            age_h = (now - cached["fetched"]) / 3600
+            log.warning("%s; using the list fetched %.0f h ago (%s)", exc, age_h, cache_file())
+            return cached["versions"]
+        raise ClusterError(f"{exc}. Local mode needs that list once to build a Karpenter "
+                           f"other than the pinned {', '.join(versions.KARPENTER_VERSIONS)} "
+                           f"(it is then kept a day in {cache_file()})") from None
+    _write_cache(found, now)
+    return found
+
+
+def _read_cache() -> dict | None:
+    try:
+        data = json.loads(cache_file().read_text())
+        if (data.get("module") == MODULE and isinstance(data.get("fetched"), (int, float))
+                and isinstance(data.get("versions"), list) and data["versions"]):
+            return data
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
+def _write_cache(found: list[str], now: float) -> None:
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"module": MODULE, "fetched": now,
+                               "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+                               "versions": found}, indent=1))
+    tmp.replace(path)  # xdist workers may write at once: whole files only
+
+
+def nearest(version: str, available: list[str]) -> list[str]:
+    """The served releases either side of ``version`` (one below, one above, where they exist)."""
+    key = versions.semver(version)
+    ordered = sorted(available, key=versions.semver)
+    below = [v for v in ordered if versions.semver(v) < key]
+    above = [v for v in ordered if versions.semver(v) > key]
+    return below[-1:] + above[:1]
+
+
+def check(version: str, served_list=None) -> str:
+    """``version`` if local mode can build and run it, else an UnknownVersion that says why.
+    The pinned versions are accepted without asking the proxy; ``served_list`` (a callable
+    returning the list) defaults to ``served``."""
+    try:
+        if not _RELEASE.match(version or ""):
+            raise ValueError(version)
+        key = versions.semver(version)
+    except (ValueError, TypeError):
+        raise UnknownVersion(f"Karpenter version {version!r} is not a release like "
+                             f"{versions.KARPENTER} (vMAJOR.MINOR.PATCH)") from None
+    if key < versions.semver(OLDEST):
+        raise UnknownVersion(f"Karpenter {version} is older than {OLDEST}: the harness needs "
+                             f"Karpenter's v1 APIs (karpenter.sh/v1 NodePool and NodeClaim), "
+                             f"first released in {OLDEST}")
+    if version in versions.KARPENTER_VERSIONS:
+        return version
+    available = (served_list or served)()
+    if version in available:
+        return version
+    near = nearest(version, [v for v in available if versions.semver(v) >= versions.semver(OLDEST)])
+    raise UnknownVersion(f"Karpenter {version} is not served by the Go module proxy "
+                         f"(GOPROXY={_goproxy()}); nearest served: "
+                         f"{' and '.join(near) or 'none'} (all: {', '.join(available)})")
+
+
+# ---- toolchains ------------------------------------------------------------------------------
+def go_requirement(go_mod: str) -> tuple[int, ...]:
+    """The oldest Go a go.mod accepts: the higher of its ``go`` and ``toolchain`` lines."""
+    found: list[tuple[int, ...]] = [(0,)]
+    for m in re.finditer(r"^(?:go\s+(\d+(?:\.\d+)*)|toolchain\s+go(\d+(?:\.\d+)*))\s*$",
+                         go_mod, re.M):
+        found.append(_go_version(m[1] or m[2]))
+    return max(found)
+
+
+def _go_version(text: str) -> tuple[int, ...]:
+    """'1.26' -> (1, 26, 0); 'go1.26.9' -> (1, 26, 9); release candidates count as .0."""
+    text = text.removeprefix("go")
+    nums = [int(p) for p in re.findall(r"\d+", re.split(r"rc|beta", text)[0])]
+    return tuple((nums + [0, 0, 0])[:3])
+
+
+def choose_toolchain(required: tuple[int, ...], local: str,
+                     candidates: tuple[str, ...] = versions.GO_TOOLCHAINS) -> str:
+    """GOTOOLCHAIN for a build needing Go >= ``required``: "local" when the machine's go
+    (``local``, e.g. 'go1.26.8') is new enough, else the oldest pinned toolchain that is
+    (the go command fetches it from the module proxy)."""
+    if _go_version(local) >= required:
+        return "local"
+    for tc in sorted(candidates, key=_go_version):
+        if _go_version(tc) >= required:
+            return tc
+    want = ".".join(map(str, required))
+    raise ClusterError(f"needs Go >= {want}; the machine's go is {local} and no pinned toolchain "
+                       f"({', '.join(candidates)}) is that new: add one to "
+                       f"versions.GO_TOOLCHAINS")
