@@ -119,7 +119,7 @@ build: setup
 ## upgrade-gate: the scale case measured on FROM and on TO at once (TO/FROM within limits),
 ## then Karpenter FROM -> TO must disrupt nothing, then every suite passes on TO
 upgrade-gate: setup
-	$(PY) -m karpenter_e2e.clusters.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
+	$(PY) -m karpenter_e2e.runners.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
 
 ## mutants: the kill matrix: each mutant (a patched Karpenter) must fail the scenarios it names
 ## (MUTANT_CLUSTER=aws-sim: the AWS provider's mutants, in aws-sim mode)
@@ -128,8 +128,8 @@ MUTANT_DIR ?= mutants
 MUTANT_JOBS ?= 2
 MUTANT_CLUSTER ?= local
 mutants: setup
-	$(PY) -m karpenter_e2e.clusters.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
-		--jobs $(MUTANT_JOBS) --cluster $(MUTANT_CLUSTER)
+	$(PY) -m karpenter_e2e.runners.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
+		--jobs $(MUTANT_JOBS) --cluster $(MUTANT_CLUSTER) $(if $(SHARD),--shard $(SHARD))
 
 ## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster
 scale: setup

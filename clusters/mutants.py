@@ -11,7 +11,7 @@ module the diff applies to (``sigs.k8s.io/karpenter``, core, by default; or
 ``github.com/aws/karpenter-provider-aws``, whose mutants run in aws-sim mode only).
 
 This module reads and checks them and applies one to a writable copy of the module;
-building and running live in ``clusters.local.build`` and ``clusters.mutant_matrix``.
+building and running live in ``clusters.local.build`` and ``runners.mutant_matrix``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 
 from karpenter_e2e.clusters import mutants
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.mutant_matrix import (
+from karpenter_e2e.runners.mutant_matrix import (
     ROOT,
     Cell,
     Row,
@@ -132,7 +132,7 @@ def test_bad_input_stops_the_matrix_before_anything_runs(tmp_path):
     for args, message in ((["--mutants", "nope"], "unknown mutant nope"),
                           (["--mutant-dir", str(tmp_path)], "unknown scenario ids no-such-scenario"),
                           (["--mutant-dir", str(tmp_path / "missing")], "no mutant folder")):
-        proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters.mutant_matrix", *args], cwd=ROOT,
+        proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.runners.mutant_matrix", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr
@@ -253,7 +253,7 @@ def test_a_provider_patch_is_refused_outside_aws_sim():
 
 
 def test_the_aws_sim_matrix_names_its_clusters_and_passes_the_mode(tmp_path, monkeypatch):
-    from karpenter_e2e.clusters import mutant_matrix
+    from karpenter_e2e.runners import mutant_matrix
     m = mutants.parse(mutants.MUTANTS_DIR / "spot-interruption-ignored.patch")
     matrix = mutant_matrix.Matrix([m], tmp_path, 1, [], mode="aws-sim")
     seen = {}

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters import upgrade_gate
-from karpenter_e2e.clusters.upgrade_gate import markdown, verdict
 from karpenter_e2e.clusters.waits import WaitTimeout
 from karpenter_e2e.fixtures import barrier
 from karpenter_e2e.fixtures.karpenter_metrics import MetricsFormatError, ProcessSampler, parse
@@ -24,6 +22,8 @@ from karpenter_e2e.reports.perf_comparison import (
     markdown as table,
     parse_limits,
 )
+from karpenter_e2e.runners import upgrade_gate
+from karpenter_e2e.runners.upgrade_gate import markdown, verdict
 
 DATA = Path(__file__).parent / "data"
 FROM = {"scale_out_s": 20.0, "nodes": 27, "cost_per_hour": 24.19, "karpenter_cpu_s": 30.0,

@@ -1,4 +1,4 @@
-"""`python -m karpenter_e2e.clusters.mutant_matrix`: run the scenarios against mutated
+"""`python -m karpenter_e2e.runners.mutant_matrix`: run the scenarios against mutated
 Karpenters (kill matrix).
 
 For each mutant (``mutants/*.patch`` or ``--mutant-dir``): build karpenter-kwok (``--cluster
@@ -31,6 +31,7 @@ from karpenter_e2e.clusters import mutants as mutants_mod
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.local import build
 from karpenter_e2e.clusters.mutants import Mutant
+from karpenter_e2e.runners import lanes
 
 log = logging.getLogger("karpenter_e2e.mutants")
 
@@ -344,13 +345,16 @@ def write_allure(alluredir: Path, result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters.mutant_matrix", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.mutant_matrix", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mutants", default="", help="names to run, space or comma separated "
                                                  "(default: every *.patch in the folder)")
     p.add_argument("--mutant-dir", type=Path, default=mutants_mod.MUTANTS_DIR,
                    help="a folder of patches in the mutants/ format (e.g. a patched fork's)")
     p.add_argument("--jobs", type=int, default=2, help="clusters run at once")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="run only the I-th of N slices of the mutants, balanced by how many "
+                        "scenarios each names (the controls run in every shard)")
     p.add_argument("--cluster-prefix", default="mut-",
                    help="prefix of the clusters' names (<prefix><mutant>): two matrices on one "
                         "machine need different ones, or their controls share a cluster")
@@ -368,6 +372,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         found = mutants_mod.load(args.mutant_dir)
         selected = mutants_mod.select(found, args.mutants.replace(",", " ").split(), args.cluster)
+        if args.shard:
+            try:
+                i, n = lanes.parse_shard(args.shard)
+            except lanes.PlanError as exc:
+                raise ClusterError(str(exc)) from None
+            mine = {t.nodeid for t in lanes.shard(
+                [lanes.PlannedTest(m.name, float(len(m.scenarios))) for m in selected], i, n)}
+            selected = [m for m in selected if m.name in mine]
         if not selected:
             raise ClusterError(f"no mutant in {args.mutant_dir} runs in {args.cluster} mode")
         known = known_scenarios()

@@ -1,4 +1,4 @@
-"""`python -m karpenter_e2e.clusters.upgrade_gate --from v1.14.3 --to v1.15.0`: the upgrade acceptance gate.
+"""`python -m karpenter_e2e.runners.upgrade_gate --from v1.14.3 --to v1.15.0`: the upgrade acceptance gate.
 
 0. Performance side by side: the scale case sized by --perf-pods (scenario scale-perf in
    suites/test_scale.py) on FROM and on TO, each on a fresh cluster of that version, both at
@@ -158,7 +158,7 @@ def pytest_together(runs: list[tuple[list[str], Path]]) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters.upgrade_gate", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.upgrade_gate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="from_v", required=True)
     p.add_argument("--to", dest="to_v", required=True)
