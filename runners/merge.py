@@ -19,6 +19,8 @@ from pathlib import Path
 from karpenter_e2e.reports import summary
 
 COUNTS = ("tests", "failures", "errors", "skipped")
+# What the summary's header names of what really ran (from the runs' Allure environment).
+RAN_KEYS = ("mode", "karpenter", "karpenter_build", "karpenter_sha256", "kubernetes")
 
 
 @dataclass
@@ -98,9 +100,15 @@ def merge(runs: list[Path], out: Path, wall: float | None = None,
             _copy_tree(r / part, out / part)
     envs = [r / "allure-results" / "environment.properties" for r in runs]
     envs = [e for e in envs if e.is_file()]
+    ran = ""
     if envs:
-        _merge_environment(envs, out / "allure-results" / "environment.properties")
-    (out / "summary.md").write_text(summary.markdown(summary.load(out / "timings"), title))
+        env_file = out / "allure-results" / "environment.properties"
+        _merge_environment(envs, env_file)
+        env = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line)
+        ran = "Ran: " + ", ".join(f"{k} {env[k]}" for k in RAN_KEYS if k in env) + "\n\n"
+    text = summary.markdown(summary.load(out / "timings"), title)
+    head, sep, rest = text.partition("\n\n")
+    (out / "summary.md").write_text(head + sep + ran + rest if ran else text)
     return totals
 
 

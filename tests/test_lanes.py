@@ -82,7 +82,8 @@ def _run_dir(root, name, cases, failures=0, skipped=0):
     d = root / name
     (d / "allure-results").mkdir(parents=True)
     (d / "allure-results" / f"{name}-result.json").write_text("{}")
-    (d / "allure-results" / "environment.properties").write_text(f"mode=local\ncluster={name}\n")
+    (d / "allure-results" / "environment.properties").write_text(
+        f"mode=local\ncluster={name}\nkarpenter=v1.15.0\nkarpenter_sha256=ab12\n")
     (d / "timings").mkdir()
     (d / "timings" / f"{name}.json").write_text(json.dumps(
         {"scenario": name, "test": name, "outcome": "passed", "values": {"nodes_used": 1}}))
@@ -108,6 +109,8 @@ def test_merge_gives_one_junit_one_allure_directory_and_one_summary(tmp_path):
         ["c1-result.json", "c2-result.json"]
     env = (out / "allure-results" / "environment.properties").read_text()
     assert "mode=local\n" in env and "cluster=c1, c2\n" in env
+    assert "Ran: mode local, karpenter v1.15.0, karpenter_sha256 ab12" in \
+        (out / "summary.md").read_text()
     assert "| c1 |" in (out / "summary.md").read_text() and "| c2 |" in (out / "summary.md").read_text()
     assert totals.line(12.5) == "1 failed, 1 passed, 1 skipped in 12.50s"
     assert merge.main([str(tmp_path / "m2"), str(a), str(tmp_path / "nope")]) == 2

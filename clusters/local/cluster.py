@@ -8,6 +8,7 @@ cluster a crashed run left behind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -38,6 +39,15 @@ from karpenter_e2e.clusters.waits import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def _sha256(path: Path) -> str:
+    """The digest of the binary that really ran (named in the report beside its version)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 ASSETS = Path(__file__).parent / "assets"
 # Alpha gates local mode turns on where the release has them (off by default in every release
@@ -190,6 +200,7 @@ class LocalCluster:
             versions={"kubernetes": versions.KUBERNETES,
                       "karpenter": state.get("karpenter_version", self.karpenter_version),
                       "karpenter_build": state.get("karpenter_build", "release"),
+                      "karpenter_sha256": state.get("karpenter_sha256", "unknown"),
                       "kwok": versions.KWOK, "etcd": versions.ETCD},
             zones=ZONES,
             karpenter_log=self.logs_dir / "karpenter.log",
@@ -408,6 +419,7 @@ class LocalCluster:
                                         start_new_session=True)  # Ctrl-C goes to us; down() stops it
         self._save_state(karpenter_pid=proc.pid, karpenter_version=version,
                          karpenter_build=self._build_name(version),
+                         karpenter_sha256=_sha256(binary)[:16],
                          karpenter_metrics_port=metrics, karpenter_health_port=health)
 
         def ready() -> Observation:
