@@ -26,6 +26,9 @@ def split(expect, pods) -> Counter:
 
 
 @pytest.mark.scenario("capacity-split")
+@pytest.mark.covers("pod.topologySpread.maxSkew",
+                    "pod.topologySpread.topologyKey",
+                    "nodepool.requirements.In")
 def test_on_demand_to_spot_split_is_one_to_four(nodepool_factory, inflate_factory, expect,
                                                 timings):
     """Pools on-demand (capacity-spread 1) and spot (2-5), spread maxSkew 1: 1:4, then 2:8."""
@@ -49,6 +52,7 @@ def test_on_demand_to_spot_split_is_one_to_four(nodepool_factory, inflate_factor
 
 
 @pytest.mark.scenario("spot-training")
+@pytest.mark.covers("pod.owner", "nodepool.requirements.In")
 def test_spot_only_training_job_completes_on_spot(nodepool_factory, inflate_factory, expect,
                                                   timings):
     """A spot-only pool and a 4-pod batch Job: every node is spot and the Job completes."""
@@ -77,6 +81,7 @@ STATIC_TYPES = ["c5.large", "m5.large"]
 
 
 @pytest.mark.scenario("static-capacity")
+@pytest.mark.covers("nodepool.replicas", "nodepool.limits.nodes.static", "gates.StaticCapacity")
 @pytest.mark.karpenter_feature("static-capacity")
 @pytest.mark.karpenter_feature("node-limits")
 @pytest.mark.feature_gate("StaticCapacity")
@@ -137,6 +142,7 @@ OVERLAY_TYPE = "r5.xlarge"  # neither the cheapest fit nor otherwise special in 
 
 
 @pytest.mark.scenario("node-overlay-capacity")
+@pytest.mark.covers("overlay.capacity", "pod.requests.extended", "gates.NodeOverlay")
 @pytest.mark.karpenter_feature("node-overlay")
 @pytest.mark.feature_gate("NodeOverlay")
 def test_capacity_overlay_decides_the_instance_type(nodepool_factory, inflate_factory, expect):
@@ -172,6 +178,7 @@ OVERLAY_PRICE_BOUND_S = 90  # consolidateAfter 0s + 10s poll + 15s validation + 
 
 
 @pytest.mark.scenario("node-overlay-price")
+@pytest.mark.covers("overlay.price", "gates.NodeOverlay")
 @pytest.mark.karpenter_feature("node-overlay")
 @pytest.mark.feature_gate("NodeOverlay")
 @pytest.mark.own_karpenter(

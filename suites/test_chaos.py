@@ -54,6 +54,7 @@ TAKE_BACK_GAP_S = 60
 
 
 @pytest.mark.scenario("chaos-runaway")
+@pytest.mark.covers("node.taints")
 @pytest.mark.parametrize("policy, after_s, capacity", [
     ("WhenEmptyOrUnderutilized", 0, "spot"),  # upstream: "when consolidation is enabled"
     ("WhenEmpty", 30, "on-demand"),  # upstream: "when emptiness is enabled"

@@ -24,6 +24,7 @@ def last_pod_event(claims) -> float:
 
 
 @pytest.mark.scenario("consolidation-empty")
+@pytest.mark.covers("nodepool.consolidationPolicy.WhenEmpty", "nodepool.consolidateAfter")
 def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate_factory, expect,
                                                        timings, timeline):
     """WhenEmpty, consolidateAfter 30s; scale to 0: the node stays ~30s, then goes in time."""
@@ -82,6 +83,7 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
 
 
 @pytest.mark.scenario("consolidation-underutilized")
+@pytest.mark.covers("nodepool.consolidationPolicy.WhenEmptyOrUnderutilized")
 def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, inflate_factory,
                                                           expect, timings, timeline):
     """WhenEmptyOrUnderutilized; scale 10 -> 2: a cheaper replacement, pods keep running."""

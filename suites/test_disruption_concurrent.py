@@ -39,6 +39,7 @@ def served(inflate) -> Observation:
 
 
 @pytest.mark.scenario("concurrent-disruption")
+@pytest.mark.covers("pdb.budget", "nodepool.template.expireAfter", "nodepool.template.nodeClassRef")
 @pytest.mark.karpenter_feature("template-expire-after")
 def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
         nodepool_factory, inflate_factory, expect, timings, timeline):

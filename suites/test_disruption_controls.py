@@ -67,6 +67,7 @@ def given_an_emptied_pool(nodepool_factory, inflate_factory, expect, budgets: li
 
 
 @pytest.mark.scenario("budget-blocks")
+@pytest.mark.covers("nodepool.budgets.nodes")
 def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate_factory, expect,
                                                        timings, timeline):
     """Budget nodes "0": Karpenter finds the empty node Consolidatable, says the budget blocks
@@ -94,6 +95,7 @@ def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate
 
 
 @pytest.mark.scenario("budget-by-reason")
+@pytest.mark.covers("nodepool.budgets.reasons")
 @pytest.mark.karpenter_feature("budget-reasons")
 def test_budget_for_drift_does_not_block_empty_consolidation(nodepool_factory, inflate_factory,
                                                              expect, timings):
@@ -115,6 +117,7 @@ def test_budget_for_drift_does_not_block_empty_consolidation(nodepool_factory, i
 
 
 @pytest.mark.scenario("budget-one-at-a-time")
+@pytest.mark.covers("nodepool.budgets.nodes")
 def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_factory, expect,
                                                    timings):
     """Budget nodes "1", three empty nodes: Karpenter deletes them one after another, never
@@ -149,6 +152,7 @@ def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_fac
 
 
 @pytest.mark.scenario("pod-do-not-disrupt")
+@pytest.mark.covers("pod.doNotDisrupt")
 def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_factory, expect,
                                                     timings, timeline):
     """Pods annotated karpenter.sh/do-not-disrupt on an underused node: Karpenter finds it
@@ -188,6 +192,7 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
 
 
 @pytest.mark.scenario("pdb-blocks")
+@pytest.mark.covers("pdb.budget")
 def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, inflate_factory,
                                                               expect, timings, timeline):
     """A PodDisruptionBudget maxUnavailable 0 over the pods of a drifted node: Karpenter marks
@@ -224,6 +229,7 @@ TGP_S = 30  # the pool's terminationGracePeriod
 
 
 @pytest.mark.scenario("termination-grace")
+@pytest.mark.covers("nodepool.template.terminationGracePeriod")
 @pytest.mark.karpenter_feature("termination-grace-period")
 def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, inflate_factory,
                                                          expect, timings, timeline):
@@ -272,6 +278,7 @@ ACT_S = 45
 
 @pytest.mark.nightly  # the window ends on a minute: 35-95 s of hold, 2-3 min in all
 @pytest.mark.scenario("budget-window")
+@pytest.mark.covers("nodepool.budgets.schedule")
 def test_scheduled_budget_blocks_only_inside_its_window(nodepool_factory, inflate_factory, expect,
                                                         timings, timeline):
     """A budget nodes "0" with a cron schedule and a duration whose window is open now: the
@@ -309,6 +316,7 @@ DND_FOR_S = 60  # the pods' do-not-disrupt duration
 
 
 @pytest.mark.scenario("pod-do-not-disrupt-duration")
+@pytest.mark.covers("pod.doNotDisrupt.duration")
 @pytest.mark.karpenter_feature("do-not-disrupt-duration")
 def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, inflate_factory, expect,
                                                          timings, timeline):
@@ -354,6 +362,7 @@ def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, infla
 
 
 @pytest.mark.scenario("pdb-unhealthy-evictable")
+@pytest.mark.covers("pdb.unhealthyPodEvictionPolicy")
 def test_unhealthy_pods_pdb_does_not_hold_a_drifted_node(nodepool_factory, inflate_factory, expect,
                                                          timings, timeline):
     """A PDB minAvailable 2 with unhealthyPodEvictionPolicy AlwaysAllow over 2 pods that are

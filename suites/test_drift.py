@@ -22,6 +22,7 @@ def nodeclass_of(claim: dict) -> str:
 
 
 @pytest.mark.scenario("drift")
+@pytest.mark.covers("nodepool.template.nodeClassRef")
 def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_factory, expect,
                                                  timings, timeline):
     """NodeClasses oldnode/newnode; 5 pods on oldnode; nodeClassRef -> newnode: nodes replaced."""
@@ -66,6 +67,7 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
 
 
 @pytest.mark.scenario("drift-blocked")
+@pytest.mark.covers("pod.doNotDisrupt")
 def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inflate_factory,
                                                             expect, timings, timeline):
     """As drift, but pods say karpenter.sh/do-not-disrupt: drifted, kept, replaced once lifted."""
@@ -104,6 +106,7 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
 
 
 @pytest.mark.scenario("expiration")
+@pytest.mark.covers("nodepool.template.expireAfter")
 @pytest.mark.karpenter_feature("template-expire-after")
 def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, cluster, timings,
                                     timeline):
@@ -147,6 +150,7 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, c
 
 
 @pytest.mark.scenario("drift")
+@pytest.mark.covers("provider.ec2nodeclass.amiSelectorTerms")
 @pytest.mark.modes("eks", "aws-sim", reason="AMIs exist only on EC2; local nodes have no image")
 def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_factory, expect,
                                                    cluster, aws_checks, timings):

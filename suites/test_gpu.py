@@ -16,6 +16,9 @@ def is_gpu_node(node) -> bool:
 
 
 @pytest.mark.scenario("gpu-placement")
+@pytest.mark.covers("pod.requests.extended",
+                    "nodepool.template.taints",
+                    "pod.tolerations.NoSchedule")
 def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate_factory, expect,
                                                        timings):
     """A tainted GPU pool beside a CPU pool: GPU pods on GPU nodes, CPU pods on CPU nodes."""
@@ -73,6 +76,7 @@ def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate
 
 
 @pytest.mark.scenario("gpu-no-toleration")
+@pytest.mark.covers("nodepool.template.taints", "pod.tolerations.NoSchedule")
 def test_gpu_pod_without_toleration_stays_pending_and_says_why(nodepool_factory, inflate_factory,
                                                                expect, diagnose, timings):
     """A GPU pod without the nvidia.com/gpu toleration stays Pending; the verdict names the taint."""

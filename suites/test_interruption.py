@@ -12,6 +12,7 @@ from karpenter_e2e.fixtures.expect import CAPACITY_TYPE
 
 
 @pytest.mark.scenario("interruption")
+@pytest.mark.covers("provider.interruption")
 @pytest.mark.modes("eks", "aws-sim", reason="needs Karpenter's SQS interruption queue and EC2 spot")
 def test_spot_interruption_cordons_drains_and_replaces(nodepool_factory, inflate_factory, expect,
                                                        aws_checks, request, timings):

@@ -52,6 +52,7 @@ def assert_all_labelled(nodes, key: str, want: str, whose: str) -> None:
 
 
 @pytest.mark.scenario("weighting")
+@pytest.mark.covers("nodepool.weight")
 def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, timings):
     """Weight-2 pool limited to the t family beside the default pool: new nodes are all t."""
     with allure.step("given a spot default pool and the workshop weight-nodepool (weight 2, t family)"):
@@ -84,6 +85,7 @@ def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, 
 
 
 @pytest.mark.scenario("graviton")
+@pytest.mark.covers("pod.nodeSelector")
 def test_arm64_pods_run_on_graviton_nodes(nodepool_factory, inflate_factory, expect, timings):
     """A pool allowing amd64 and arm64; pods selecting arm64 run only on arm64 nodes, and pods
     selecting amd64 get amd64 nodes although Graviton types are the cheaper fit."""
@@ -110,6 +112,7 @@ def test_arm64_pods_run_on_graviton_nodes(nodepool_factory, inflate_factory, exp
 
 
 @pytest.mark.scenario("zone-pinning")
+@pytest.mark.covers("nodepool.requirements.In")
 def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_factory, expect,
                                                       cluster):
     """A pool requiring one zone: every node it launches is in that zone."""
@@ -135,6 +138,7 @@ def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_f
 
 
 @pytest.mark.scenario("zonal-spread")
+@pytest.mark.covers("pod.topologySpread.maxSkew", "pod.topologySpread.topologyKey")
 def test_zone_spread_pods_get_one_node_per_zone(nodepool_factory, inflate_factory, expect):
     """3 pods spread over zones (maxSkew 1, DoNotSchedule) in a pool allowing 4 zones:
     Karpenter launches 3 NodeClaims in 3 different zones, where it would otherwise pack all
@@ -154,6 +158,7 @@ def test_zone_spread_pods_get_one_node_per_zone(nodepool_factory, inflate_factor
 
 
 @pytest.mark.scenario("instance-exclusion")
+@pytest.mark.covers("nodepool.requirements.NotIn")
 @pytest.mark.modes("local", "kind", reason="knowing Karpenter's cheapest pick needs the instance "
                    "catalogue it was given; EC2 prices are not known offline")
 def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, expect, cluster,
@@ -182,6 +187,9 @@ def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, ex
 
 
 @pytest.mark.scenario("taints-affinity")
+@pytest.mark.covers("nodepool.template.taints",
+                    "pod.tolerations.NoSchedule",
+                    "nodepool.template.labels")
 def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, inflate_factory,
                                                             expect):
     """A tainted, labelled team pool beside the default pool: only the team's pods go there."""
@@ -233,6 +241,7 @@ def one_pod_per_claim(claims: list[dict], pods: int, what: str) -> None:
 
 
 @pytest.mark.scenario("hostname-spread")
+@pytest.mark.covers("pod.topologySpread.maxSkew", "pod.topologySpread.topologyKey")
 def test_hostname_spread_gets_one_node_per_pod(nodepool_factory, inflate_factory, expect):
     """4 one-CPU pods spread over hostnames (maxSkew 1, DoNotSchedule): Karpenter plans 4
     NodeClaims, each for one pod, where it would otherwise pack them."""
@@ -248,6 +257,7 @@ def test_hostname_spread_gets_one_node_per_pod(nodepool_factory, inflate_factory
 
 
 @pytest.mark.scenario("anti-affinity")
+@pytest.mark.covers("pod.podAntiAffinity.required")
 def test_anti_affine_pods_get_one_node_each(nodepool_factory, inflate_factory, expect):
     """4 pods with required anti-affinity to each other on hostname: Karpenter plans 4
     NodeClaims, one pod each."""
@@ -262,6 +272,7 @@ def test_anti_affine_pods_get_one_node_each(nodepool_factory, inflate_factory, e
 
 
 @pytest.mark.scenario("pod-affinity")
+@pytest.mark.covers("pod.podAffinity.required")
 def test_affine_pods_follow_an_existing_pod_to_its_zone(nodepool_factory, inflate_factory,
                                                         expect, cluster):
     """A pod already running in the last zone; 3 one-CPU pods with required zone affinity to

@@ -16,6 +16,7 @@ ZONE = "topology.kubernetes.io/zone"
 
 
 @pytest.mark.scenario("provisioning")
+@pytest.mark.covers("nodepool.template.labels", "pod.nodeSelector", "nodepool.requirements.In")
 def test_scale_up_provisions_nodes_that_satisfy_the_nodepool(
         nodepool_factory, inflate_factory, expect, timings):
     """Workshop default NodePool; inflate 0 -> 5: all pods Running on Karpenter's nodes for it."""
@@ -74,6 +75,7 @@ MISSING_SSM_ALIAS = "al2023@v20990101"
 
 
 @pytest.mark.scenario("provisioning")
+@pytest.mark.covers("provider.ec2nodeclass.amiSelectorTerms")
 @pytest.mark.modes("eks", "aws-sim", reason="EC2NodeClass AMIs are resolved against EC2 and SSM")
 @pytest.mark.parametrize("what, ami_terms, named", [
     ("an AMI that does not exist", {"amiFamily": "AL2023", "amiSelectorTerms": [{"id": MISSING_AMI}]},
@@ -149,6 +151,7 @@ SMALLEST_TYPE_CPU = 2  # the pool's smallest types (c/m/r .large) have 2 vCPU
 
 
 @pytest.mark.scenario("limits")
+@pytest.mark.covers("nodepool.limits.cpu")
 def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory, expect, timings):
     """Workshop limits: cpu 10; 5 -> 12 replicas leaves pods Pending and the pool at <= 10 CPU."""
     with allure.step("given the workshop default NodePool (limits cpu 10) and inflate at 5"):
@@ -197,6 +200,7 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
 
 
 @pytest.mark.scenario("rightsizing")
+@pytest.mark.covers("pod.requests")
 def test_instance_sizes_fit_the_requests(nodepool_factory, inflate_factory, expect, timings):
     """Workshop rightsizing: 8 pods x 1 CPU / 1Gi land on nodes no more than one size too big."""
     with allure.step("given the default NodePool (limit raised to 100 CPU) and inflate at 0"):
@@ -229,6 +233,7 @@ def test_instance_sizes_fit_the_requests(nodepool_factory, inflate_factory, expe
 
 
 @pytest.mark.scenario("daemonset-overhead")
+@pytest.mark.covers("daemonset.overhead", "daemonset.nodeSelector")
 def test_daemonset_requests_are_counted_when_sizing_nodes(nodepool_factory, inflate_factory,
                                                           expect, timings):
     """A DaemonSet asking 1 CPU on the pool's nodes, then inflate at 3: every NodeClaim

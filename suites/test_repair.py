@@ -35,6 +35,7 @@ def inject_fault(kube, node: str) -> float:
 @pytest.mark.modes("local", reason="drives the KWOK provider's simulated repair fault "
                                     "(aws-sim's and EKS's policies tolerate Ready=False 10+ min)")
 @pytest.mark.scenario("node-repair")
+@pytest.mark.covers("node.conditions", "gates.NodeRepair")
 @pytest.mark.karpenter_feature("node-repair")
 @pytest.mark.karpenter_feature("kwok-unhealthy-fault")
 def test_unhealthy_node_is_replaced_after_the_toleration(nodepool_factory, inflate_factory, expect,

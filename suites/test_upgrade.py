@@ -12,6 +12,7 @@ pytestmark = pytest.mark.upgrade_gate
 
 
 @pytest.mark.scenario("upgrade-gate")
+@pytest.mark.covers("nodeclaim.nodepoolHash")
 def test_upgrade_disrupts_no_node_and_no_pod(nodepool_factory, inflate_factory, expect, cluster,
                                              request, timings):
     """Workshop pool with 5 running pods; Karpenter FROM -> TO: same NodeClaims, nodes and pods."""

@@ -91,6 +91,7 @@ def api_message(exc: ApiException) -> str:
 
 
 @pytest.mark.scenario("validation")
+@pytest.mark.covers("nodepool.crdRules")
 def test_api_rejects_invalid_nodepools(nodepool_factory):
     """The default pool is accepted; with any one of the defects it is rejected (422) with the
     CRD's message. One test, one step per defect: each submission takes milliseconds, a test
@@ -122,6 +123,7 @@ MIN_VALUES_TYPES = ["c5.large", "m5.large", "r5.large", "c5.xlarge", "m5.xlarge"
 
 
 @pytest.mark.scenario("min-values")
+@pytest.mark.covers("nodepool.requirements.minValues", "options.MIN_VALUES_POLICY.Strict")
 @pytest.mark.modes("local", "kind", reason="the packing argument needs the fake catalogue's "
                    "sizes and KWOK's 100m kube-reserved")
 def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_factory, expect):
