@@ -202,3 +202,16 @@ def test_the_tests_nodeclaim_events_are_read_and_pending_pods_elsewhere_named():
         "node-x DisruptionBlocked", "default-abc123-x Unconsolidatable"]
     assert ev.messages[-1].endswith("pending elsewhere now: 2 in workshop-def]")
     assert verdict(ev).startswith("Karpenter will not disrupt the node: default-abc123-x")
+
+
+def test_a_panic_or_a_repeated_error_in_karpenters_log_joins_the_verdict():
+    from karpenter_e2e.fixtures.diagnosis import Evidence, log_problems, verdict
+    err = '{"level":"ERROR","time":"t","message":"failed listing instance types"}'
+    log = "\n".join(['{"level":"INFO","message":"ok"}', err, err, err,
+                     "E1201 10:00:00 panic: runtime error: index out of range [recovered]"])
+    problems = log_problems(log)
+    assert problems.startswith("panicked 1x: E1201 10:00:00 panic: runtime error"), problems
+    assert "logged 3x: failed listing instance types" in problems, problems
+    v = verdict(Evidence(messages=[], log_excerpt=log))
+    assert v.endswith(f"[Karpenter's log: {problems}]"), v
+    assert log_problems('{"level":"ERROR","message":"once"}') == ""
