@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ManifestError, ExpectError, ClusterError) as exc:
         print(f"check: bad input, nothing started:\n{exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    for warning in the_plan.bundle.warnings:
+        print(f"check: warning: {warning}", file=sys.stderr)
     check = Check(the_plan, backend, args.reports_dir, keep_cluster=args.keep_cluster)
     try:
         result = check.run()

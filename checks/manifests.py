@@ -29,6 +29,9 @@ RETIRED = {"Provisioner": "NodePool (karpenter.sh/v1)",
 # Namespaces a fresh cluster already has.
 BUILTIN_NAMESPACES = {"default"}
 CLUSTER_NAME_VARS = re.compile(r"\$\{CLUSTER_NAME\}|\$CLUSTER_NAME\b")
+# Placeholders a repository's templating was meant to fill: left in, the manifest is not what
+# the team applies (a blueprint's <<CLUSTER_NAME>> passed in local mode and failed in aws-sim).
+PLACEHOLDERS = re.compile(r"<<[^<>\n]+>>|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Z_][A-Z0-9_]*\b")
 # Applied first to last: what others refer to goes first.
 APPLY_ORDER = ["Namespace", "PriorityClass", "EC2NodeClass", "KWOKNodeClass", "NodePool"]
 
@@ -80,6 +83,7 @@ class Bundle:
 
     folder: Path
     manifests: list[Manifest] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. placeholders never filled in
 
     def of_kind(self, *kinds: str) -> list[Manifest]:
         return [m for m in self.manifests if m.kind in kinds]
@@ -127,6 +131,7 @@ def load(folder: Path, cluster_name: str = "") -> Bundle:
     for path in files:
         text = CLUSTER_NAME_VARS.sub(cluster_name, path.read_text()) if cluster_name \
             else path.read_text()
+        bundle.warnings += placeholders(path, text)
         try:
             docs = list(yaml.safe_load_all(text))
         except yaml.YAMLError as exc:
@@ -149,6 +154,17 @@ def load(folder: Path, cluster_name: str = "") -> Bundle:
     if errors:
         raise ManifestError("\n".join(errors))
     return bundle
+
+
+def placeholders(path: Path, text: str) -> list[str]:
+    """'file:line: placeholder <<X>> was never filled in' for each one left in ``text``
+    (comments aside; ${CLUSTER_NAME} is check's own and already filled)."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        code = line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
+        out += [f"{path}:{n}: placeholder {m.group(0)} was never filled in"
+                for m in PLACEHOLDERS.finditer(code)]
+    return out
 
 
 def _shape_problem(m: Manifest) -> str | None:

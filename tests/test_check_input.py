@@ -286,3 +286,20 @@ def test_a_vacuous_limit_clause_does_not_hide_the_missing_type():
                                  "(NodePool=api)")
     clause = _closest_clause(message, {"nvidia.com/gpu", "karpenter.k8s.aws/instance-gpu-name"})
     assert "no instance type had enough resources" in clause and "NodePool=api" not in clause
+
+
+def test_placeholders_left_in_are_named_by_file_and_line(tmp_path):
+    from karpenter_e2e.checks import manifests
+    (tmp_path / "pool.yaml").write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: p\n"
+        "spec:\n  template:\n    metadata:\n      labels:\n        team: <<TEAM>>\n"
+        "        env: ${ENVIRONMENT}  # ${IN_A_COMMENT} is not one\n"
+        "        cluster: ${CLUSTER_NAME}\n"
+        "    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, "
+        "name: default}\n      requirements: []\n")
+    warnings = manifests.placeholders(tmp_path / "pool.yaml",
+                                      manifests.CLUSTER_NAME_VARS.sub(
+                                          "c1", (tmp_path / "pool.yaml").read_text()))
+    assert warnings == [f"{tmp_path / 'pool.yaml'}:9: placeholder <<TEAM>> was never filled in",
+                        f"{tmp_path / 'pool.yaml'}:10: placeholder ${{ENVIRONMENT}} was never "
+                        f"filled in"], warnings
