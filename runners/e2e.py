@@ -128,8 +128,8 @@ class Proc:
 
 
 class LaneRun:
-    """One lane: its cluster (brought up and taken down here, in local mode), its chain (a
-    serial pytest) and its plain tests (a pytest with xdist), both on that cluster."""
+    """One lane: its cluster (brought up and taken down here, in local mode) and its tests:
+    a serial lane's one at a time (one pytest), a plain lane's with xdist."""
 
     def __init__(self, lane: Lane, cluster_name: str, run_dir: Path, args: list[str],
                  cluster_opts: argparse.Namespace | None):
@@ -137,6 +137,7 @@ class LaneRun:
         self.tag = f"[c{lane.index + 1}]"
         self.cluster_opts = cluster_opts
         reports = run_dir / "lanes" / f"c{lane.index + 1}"
+        self.reports = reports
         own = ["--cluster-name", cluster_name] + (["--keep-cluster"] if cluster_opts else [])
         self.procs: list[Proc] = []
         if lane.chain:
@@ -200,10 +201,17 @@ class LaneRun:
                 print(f"e2e: {self.tag} taking {self.cluster_name} down failed: {exc}",
                       file=sys.stderr, flush=True)
             else:
-                if all(p.code == 0 for p in self.procs):  # a green lane's logs: nothing to read
-                    shutil.rmtree(self.usage.cluster_dir, ignore_errors=True)
-                    for suffix in (".lock", ".share", ".share.turnstile"):
-                        Path(self.usage.cluster_dir + suffix).unlink(missing_ok=True)
+                if not all(p.code == 0 for p in self.procs):
+                    # A red lane's cluster logs go with its report: the next run of the same
+                    # lane name starts its cluster afresh, and would remove them.
+                    logs = Path(self.usage.cluster_dir) / "logs"
+                    if logs.is_dir():
+                        shutil.copytree(logs, self.reports / "cluster-logs", dirs_exist_ok=True)
+                        print(f"e2e: {self.tag} red: its cluster's logs are in "
+                              f"{self.reports / 'cluster-logs'}", file=sys.stderr, flush=True)
+                shutil.rmtree(self.usage.cluster_dir, ignore_errors=True)
+                for suffix in (".lock", ".share", ".share.turnstile"):
+                    Path(self.usage.cluster_dir + suffix).unlink(missing_ok=True)
         self.backend = None
 
 
@@ -226,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="local clusters at once (default: what this machine's cores and "
                          "memory allow, runners/machine.py)")
     ap.add_argument("--workers", type=int, default=None,
-                    help="tests at once per cluster: its disruption chain and the rest "
-                         "(default: runners/machine.py)")
+                    help="tests at once on a plain lane (serial lanes run one at a time; "
+                         "default: runners/machine.py)")
     ap.add_argument("--shard", default=None, metavar="I/N",
                     help="run only the I-th of N duration-balanced slices")
     ap.add_argument("--reports-dir", type=Path, default=Path("reports"))
@@ -266,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{f' (shard {opts.shard})' if shard else ''} on {len(plan)} cluster(s): "
           f"{size.why}; planned {lanes.makespan(plan):.0f}s", flush=True)
     for lane in plan:
-        kind = "serial (own_karpenter)" if lane.serial else f"chain + {lane.plain_workers} plain"
+        kind = "serial (one test at a time)" if lane.serial else f"{lane.plain_workers} plain at once"
         print(f"e2e:   c{lane.index + 1}: {kind}: {len(lane.chain)} + {len(lane.plain)} tests, "
               f"planned {lane.makespan:.0f}s", flush=True)
     (run_dir / "plan.json").write_text(json.dumps(

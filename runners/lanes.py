@@ -1,11 +1,11 @@
 """How a run's tests are dealt out: to shards (machines), then to lanes (clusters) on one.
 
 A lane is one cluster with its own Karpenter. Karpenter's disruption loop acts on one
-command at a time for the whole cluster, so the scenarios that wait on it
-(``disruption_loop``) run one after another on a lane: its *chain*, one serial pytest. The
-other tests run beside the chain, on the lane's *plain* workers (one pytest with xdist). A
-test marked ``own_karpenter`` never shares its Karpenter with a running test: it goes to a
-*serial* lane, which has a chain and no plain workers.
+command at a time for the whole cluster, and computes every consolidation on the way, so a
+scenario that waits on it (``disruption_loop``) shares its Karpenter with no running test:
+it runs on a *serial* lane (one pytest, one test at a time), and so does a test marked
+``own_karpenter``. The other tests run on *plain* lanes, ``workers`` at a time (one pytest
+with xdist); a serial lane with room takes them too, one at a time.
 
 Tests are dealt longest first to whichever allowed worker frees first (LPT list
 scheduling); lane k starts ``k * start_gap`` seconds late, since clusters come up one at a
@@ -100,16 +100,16 @@ def shard(tests: list[PlannedTest], i: int, n: int) -> list[PlannedTest]:
 
 def _simulate(run: list[PlannedTest], clusters: int, workers: int, serial: int,
               start_gap: float) -> list[Lane]:
-    """``workers`` tests at once on a shared lane: its chain and ``workers - 1`` plain."""
-    lanes = [Lane(k, 0 if k < serial else max(workers - 1, 0), start=k * start_gap)
+    """``serial`` lanes run one test at a time (their chain); the rest ``workers`` at once."""
+    lanes = [Lane(k, 0 if k < serial else workers, start=k * start_gap)
              for k in range(clusters)]
     for t in run:
+        alone = t.solo or t.chain
         slots: list[tuple[float, int, int, Lane]] = []  # (free at, kind, lane index, lane)
         for lane in lanes:
-            if t.solo and not lane.serial:
-                continue
-            slots.append((lane.chain_end, 1, lane.index, lane))
-            if not (t.solo or t.chain) and lane.plain_workers:
+            if lane.serial:
+                slots.append((lane.chain_end, 1, lane.index, lane))
+            elif not alone:
                 slots.append((min(lane.plain_free), 0, lane.index, lane))
         _, kind, _, lane = min(slots, key=lambda s: s[:3])
         (lane.place_plain if kind == 0 else lane.place_on_chain)(t)
@@ -118,18 +118,20 @@ def _simulate(run: list[PlannedTest], clusters: int, workers: int, serial: int,
 
 def deal(tests: list[PlannedTest], clusters: int, workers: int,
          start_gap: float = 0.0) -> list[Lane]:
-    """Deal the tests to ``clusters`` lanes running ``workers`` tests at once each; as many
-    lanes as the own_karpenter tests need become serial. Lanes left with no test are dropped
-    (no cluster is started for them); skipped tests go to the first lane's chain."""
+    """Deal the tests to ``clusters`` lanes: as many serial lanes as give the shortest plan
+    (at least one when a test must run alone), the others running ``workers`` plain tests at
+    once. Lanes left with no test are dropped (no cluster is started for them); skipped
+    tests go to the first lane's chain."""
     if clusters < 1 or workers < 1:
         raise PlanError(f"need at least one cluster and one worker (got {clusters} and {workers})")
     run = _longest_first([t for t in tests if not t.skipped])
-    serial = 0
-    if any(t.solo for t in run):
-        top = clusters if all(t.solo for t in run) else max(clusters - 1, 1)
-        spans = {s: makespan(_simulate(run, clusters, workers, s, start_gap))
-                 for s in range(1, top + 1)}
-        serial = min(spans, key=lambda s: (round(spans[s], 6), s))
+    alone = any(t.solo or t.chain for t in run)
+    plain = any(not (t.solo or t.chain) for t in run)
+    low = 1 if alone else 0
+    high = clusters if not plain else max(clusters - 1, low)
+    spans = {s: makespan(_simulate(run, clusters, workers, s, start_gap))
+             for s in range(low, high + 1)}
+    serial = min(spans, key=lambda s: (round(spans[s], 6), s))
     lanes = _simulate(run, clusters, workers, serial, start_gap)
     used = [lane for lane in lanes if lane.tests] or lanes[:1]
     used[0].chain += sorted((t for t in tests if t.skipped), key=lambda t: t.nodeid)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 CLOSING = re.compile(r"=+ (.*(?:passed|failed|errors?|skipped|no tests ran).* in [\d.]+s.*?) =+$")
-FAILED = re.compile(r"^(?:\[c\d+\] )?(?:FAILED|ERROR) (\S+)")
+FAILED = re.compile(r"^(?:\[[^\]]+\] )?(?:FAILED|ERROR) (\S+)")
 
 
 def _load() -> float:

@@ -16,6 +16,7 @@ def is_gpu_node(node) -> bool:
 
 
 @pytest.mark.scenario("gpu-placement")
+@pytest.mark.disruption_loop  # an idle GPU node must be taken back by WhenEmpty in time
 @pytest.mark.covers("pod.requests.extended",
                     "nodepool.template.taints",
                     "pod.tolerations.NoSchedule")

@@ -35,6 +35,7 @@ def inject_fault(kube, node: str) -> float:
 @pytest.mark.modes("local", reason="drives the KWOK provider's simulated repair fault "
                                     "(aws-sim's and EKS's policies tolerate Ready=False 10+ min)")
 @pytest.mark.scenario("node-repair")
+@pytest.mark.disruption_loop  # repair is a disruption method: it waits on the loop
 @pytest.mark.covers("node.conditions", "gates.NodeRepair")
 @pytest.mark.karpenter_feature("node-repair")
 @pytest.mark.karpenter_feature("kwok-unhealthy-fault")
