@@ -19,11 +19,13 @@ PHONY_E2E := soak merge
 # A strict editable install (setuptools): a link tree under build/ that maps the top-level
 # folders onto karpenter_e2e.*, which mypy and lint-imports can follow (the default editable
 # finder is an import hook no static tool sees). Its links are per file, so a module added or
-# removed reinstalls: $(VENV)/.files lists the packages' files and changes only when that list does.
+# removed reinstalls: $(VENV)/.files lists the packages' files (git's, less what it ignores, so
+# the runs' output under reports/ is not one of them) and changes only when that list does.
 PACKAGES := clusters fixtures reports checks runners
 $(VENV)/.files: FORCE
 	@mkdir -p $(VENV)
-	@find $(PACKAGES) -name __pycache__ -prune -o -type f -print | LC_ALL=C sort > $@.new
+	@{ git ls-files -co --exclude-standard $(PACKAGES) 2>/dev/null \
+	   || find $(PACKAGES) -name __pycache__ -prune -o -type f -print; } | LC_ALL=C sort > $@.new
 	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 
 $(VENV)/.installed: pyproject.toml $(VENV)/.files
