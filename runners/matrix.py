@@ -126,8 +126,8 @@ def classify_junit(path: Path) -> dict[str, Cell]:
             cells[scenario] = Cell("skipped", results[0][1], None, names, seconds)
         else:
             skipped = [r for r in results if r[0] == "skipped"]
-            note = (f"{len(results) - len(skipped)} of {len(results)} passed, the rest skipped: "
-                    f"{skipped[0][1]}" if skipped else "")
+            note = (f"{len(results) - len(skipped)} of {len(results)} test cases passed, "
+                    f"{len(skipped)} skipped (first: {skipped[0][1]})" if skipped else "")
             cells[scenario] = Cell("passed", note, None, names, seconds)
     return cells
 
@@ -213,11 +213,12 @@ def to_markdown(m: Matrix, title: str = "Behaviour matrix") -> str:
         lines += [f"{n}. {_md_escape(text)}" for text, n in notes.items()]
     per = m.meta.get("per_version") or {}
     if per:
-        lines += ["", "| release | pytest exit | wall s | log |", "|---|---|---|---|"]
+        lines += ["", "| release | pytest exit | build s | pytest wall s | log |",
+                  "|---|---|---|---|---|"]
         for v in m.versions:
             p = per.get(v, {})
-            lines.append(f"| {v} | {p.get('exit', '-')} | {p.get('wall_s', '-')} | "
-                         f"{p.get('log', '-')} |")
+            lines.append(f"| {v} | {p.get('exit', '-')} | {p.get('build_s', '-')} | "
+                         f"{p.get('wall_s', '-')} | {p.get('log', '-')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -235,7 +236,7 @@ def heatmap(m: Matrix, path: Path, title: str = "Karpenter behaviour matrix") ->
 
     cols, rows = len(m.versions), len(m.scenarios)
     cell_w, cell_h = 2.3, 0.62
-    label_w = 0.11 * max([len(s) for s in m.scenarios] + [10]) + 0.4
+    label_w = 0.075 * max([len(s) for s in m.scenarios] + [10]) + 0.3  # 9 pt labels
     fig_w, fig_h = label_w + cols * cell_w + 0.4, 1.7 + rows * cell_h
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
     for i, s in enumerate(m.scenarios):
@@ -249,7 +250,7 @@ def heatmap(m: Matrix, path: Path, title: str = "Karpenter behaviour matrix") ->
             ax.text(j + 0.5, i + (0.36 if detail else 0.5), label, ha="center", va="center",
                     fontsize=8.5, fontweight="bold", color=TEXT_COLOURS[cell.status])
             if detail:
-                ax.text(j + 0.5, i + 0.72, detail, ha="center", va="center", fontsize=6.3,
+                ax.text(j + 0.5, i + 0.7, detail, ha="center", va="center", fontsize=7,
                         color=TEXT_COLOURS[cell.status], linespacing=0.95)
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)
@@ -260,8 +261,9 @@ def heatmap(m: Matrix, path: Path, title: str = "Karpenter behaviour matrix") ->
     for side in ax.spines.values():
         side.set_visible(False)
     c = m.counts()
-    ax.set_title(f"{title}\n" + ", ".join(f"{n} {s}" for s, n in c.items() if n),
-                 fontsize=10, pad=24)
+    when = f" ({m.meta['started']})" if m.meta.get("started") else ""
+    ax.set_title(f"{title}{when}\n" + ", ".join(f"{n} {s}" for s, n in c.items() if n)
+                 + f" ({rows} scenarios x {cols} releases)", fontsize=10, pad=24)
     present = [s for s in STATUSES if c[s]]
     ax.legend(handles=[Patch(facecolor=COLOURS[s], label=s) for s in present],
               loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=len(present),

@@ -52,7 +52,7 @@ def test_cells_from_junit(tmp_path):
                           "consolidation-empty", "test_unmarked"}
     prov = cells["provisioning"]
     assert prov.status == "passed" and prov.seconds == 15.2
-    assert prov.text.startswith("1 of 2 passed, the rest skipped: local mode")
+    assert prov.text.startswith("1 of 2 test cases passed, 1 skipped (first: local mode")
     assert cells["limits"] == Cell("failed", "AssertionError: expected 2 nodes, saw 3",
                                    "/r/v1.6.4/runs/x/timelines/limits.png",
                                    ["suites.test_provisioning::test_limits"], 40.1)
@@ -129,7 +129,7 @@ def test_markdown_table_and_notes():
     assert ("1. AssertionError: expected 2 nodes \\| saw 3 "
             "([timeline](v1.12.1/runs/x/timelines/limits.png))") in md
     assert "2. Karpenter v1.6.4 lacks NodeOverlay: it appeared in v1.9.0" in md
-    assert "| v1.6.4 | 0 | 150.0 | v1.6.4/pytest.log |" in md
+    assert "| v1.6.4 | 0 | - | 150.0 | v1.6.4/pytest.log |" in md
     assert md.splitlines()[2] == "7 passed, 1 failed, 1 skipped (3 scenarios x 3 releases)"
 
 
