@@ -69,6 +69,7 @@ def search(versions: list[str], run: Callable[[str], Cell],
     """Binary search over ``versions`` (oldest first; ``versions[0]`` GOOD, ``versions[-1]``
     BAD) with ``run`` (a version -> its cell for the scenario). Both ends are run first."""
     steps: list[Step] = []
+    did = {"failed": "failed", "skipped": "was skipped", "passed": "passed"}
 
     def do(v: str, why: str) -> Cell:
         say(f"bisect: running {v} ({why})")
@@ -83,7 +84,7 @@ def search(versions: list[str], run: Callable[[str], Cell],
         return Result("interrupted", f"interrupted at {good}", steps=steps)
     if g.status != "passed":
         return Result("good-does-not-hold", f"GOOD {good} does not hold: the scenario "
-                      f"{g.status} there{f' ({g.text})' if g.text else ''}", steps=steps)
+                      f"{did.get(g.status, g.status)} there{f' ({g.text})' if g.text else ''}", steps=steps)
     b = do(bad, "BAD end")
     if b.status == "not run":
         return Result("interrupted", f"interrupted at {bad}", steps=steps)
@@ -92,7 +93,7 @@ def search(versions: list[str], run: Callable[[str], Cell],
                       f"{good} and on BAD {bad}; nothing to bisect", last_good=bad, steps=steps)
     if b.status != "failed":
         return Result("bad-does-not-hold", f"BAD {bad} does not hold: the scenario "
-                      f"{b.status} there{f' ({b.text})' if b.text else ''}", steps=steps)
+                      f"{did.get(b.status, b.status)} there{f' ({b.text})' if b.text else ''}", steps=steps)
     lo, hi = 0, len(versions) - 1
     skipped: set[int] = set()
     while True:

@@ -65,6 +65,7 @@ class Cell:
     timeline: str | None = None
     tests: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    test: str = ""  # the failing test case, where the scenario has several
 
     def short(self, width: int = 60) -> str:
         return textwrap.shorten(self.text, width, placeholder="...") if self.text else ""
@@ -100,34 +101,43 @@ def _properties(case: ET.Element) -> dict[str, str]:
 
 def classify_junit(path: Path) -> dict[str, Cell]:
     """A version's cells from its JUnit file: one per scenario id (the ``scenario`` property
-    the plugin writes; a test case without one is its own row, by name). A scenario with
-    several test cases fails if one fails (the first failure's text), is skipped only if all
-    are skipped, and passes otherwise."""
-    cases: dict[str, list[tuple[str, str, str, str | None, float]]] = {}
+    the plugin writes; a test case without one is its own row, by name). A test that failed
+    and then errored in teardown has two <testcase> entries: they count as one, failed with
+    the first failure's text. A scenario with several test cases fails if one fails (the first
+    failure's text), is skipped only if all are skipped, and passes otherwise."""
+    tests: dict[str, dict] = {}  # "classname::name" -> status, text, scenario, timeline, time
     root = ET.parse(path).getroot()
     for case in root.iter("testcase"):
+        if not case.get("name"):  # what pytest writes for the test a Ctrl-C cut short
+            continue
         props = _properties(case)
         name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
-        scenario = props.get("scenario") or case.get("name") or "?"
         status, text = _case_result(case)
-        cases.setdefault(scenario, []).append(
-            (status, text, name, props.get("timeline"), float(case.get("time", "0") or 0)))
+        t = tests.setdefault(name, {"status": status, "text": text, "scenario": "",
+                                    "timeline": None, "seconds": 0.0})
+        if t["status"] != "failed" and status == "failed":
+            t["status"], t["text"] = status, text
+        t["scenario"] = t["scenario"] or props.get("scenario") or case.get("name") or "?"
+        t["timeline"] = t["timeline"] or props.get("timeline")
+        t["seconds"] += float(case.get("time", "0") or 0)
+    by_scenario: dict[str, list[tuple[str, dict]]] = {}
+    for name, t in tests.items():
+        by_scenario.setdefault(t["scenario"], []).append((name, t))
     cells: dict[str, Cell] = {}
-    for scenario, results in cases.items():
-        names = [r[2] for r in results]
-        seconds = round(sum(r[4] for r in results), 1)
-        failed = [r for r in results if r[0] == "failed"]
+    for scenario, results in by_scenario.items():
+        names = [n for n, _t in results]
+        seconds = round(sum(t["seconds"] for _n, t in results), 1)
+        failed = [(n, t) for n, t in results if t["status"] == "failed"]
+        skipped = [t for _n, t in results if t["status"] == "skipped"]
         if failed:
-            status, text, _name, timeline, _s = failed[0]
-            if len(results) > 1:
-                text = f"{_name.rsplit('::', 1)[-1]}: {text}"
-            cells[scenario] = Cell("failed", text, timeline, names, seconds)
-        elif all(r[0] == "skipped" for r in results):
-            cells[scenario] = Cell("skipped", results[0][1], None, names, seconds)
+            name, t = failed[0]
+            cells[scenario] = Cell("failed", t["text"], t["timeline"], names, seconds,
+                                   name.rsplit("::", 1)[-1] if len(results) > 1 else "")
+        elif len(skipped) == len(results):
+            cells[scenario] = Cell("skipped", skipped[0]["text"], None, names, seconds)
         else:
-            skipped = [r for r in results if r[0] == "skipped"]
             note = (f"{len(results) - len(skipped)} of {len(results)} test cases passed, "
-                    f"{len(skipped)} skipped (first: {skipped[0][1]})" if skipped else "")
+                    f"{len(skipped)} skipped (first: {skipped[0]['text']})" if skipped else "")
             cells[scenario] = Cell("passed", note, None, names, seconds)
     return cells
 
@@ -171,6 +181,7 @@ class Matrix:
         return out
 
 
+NOTE_CHARS = 400  # a note's text at most (the JSON has it whole)
 MARK = {"passed": "passed", "failed": "**FAILED**", "skipped": "skipped", "not run": "not run"}
 
 
@@ -200,7 +211,10 @@ def to_markdown(m: Matrix, title: str = "Behaviour matrix") -> str:
             cell = m.cell(s, v)
             text = MARK[cell.status]
             if cell.status == "failed":
-                detail = cell.text or "(no message)"
+                detail = textwrap.shorten(cell.text, NOTE_CHARS, placeholder=" ...") \
+                    if cell.text else "(no message)"
+                if cell.test:
+                    detail = f"{cell.test}: {detail}"
                 if cell.timeline:
                     detail += f" ([timeline]({cell.timeline}))"
                 text += f" [{note(detail)}]"
@@ -235,7 +249,8 @@ def heatmap(m: Matrix, path: Path, title: str = "Karpenter behaviour matrix") ->
     from matplotlib.patches import Patch, Rectangle
 
     cols, rows = len(m.versions), len(m.scenarios)
-    cell_w, cell_h = 2.3, 0.62
+    cell_w = 2.3
+    cell_h = 0.8 if any(c.status == "failed" for c in m.cells.values()) else 0.62
     label_w = 0.075 * max([len(s) for s in m.scenarios] + [10]) + 0.3  # 9 pt labels
     fig_w, fig_h = label_w + cols * cell_w + 0.4, 1.7 + rows * cell_h
     fig, ax = plt.subplots(figsize=(fig_w, fig_h))
@@ -247,10 +262,10 @@ def heatmap(m: Matrix, path: Path, title: str = "Karpenter behaviour matrix") ->
             label = {"passed": "passed", "failed": "FAILED", "skipped": "skipped",
                      "not run": "not run"}[cell.status]
             detail = _cell_detail(cell)
-            ax.text(j + 0.5, i + (0.36 if detail else 0.5), label, ha="center", va="center",
+            ax.text(j + 0.5, i + (0.28 if detail else 0.5), label, ha="center", va="center",
                     fontsize=8.5, fontweight="bold", color=TEXT_COLOURS[cell.status])
             if detail:
-                ax.text(j + 0.5, i + 0.7, detail, ha="center", va="center", fontsize=7,
+                ax.text(j + 0.5, i + 0.66, detail, ha="center", va="center", fontsize=7,
                         color=TEXT_COLOURS[cell.status], linespacing=0.95)
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)
@@ -276,16 +291,18 @@ def heatmap(m: Matrix, path: Path, title: str = "Karpenter behaviour matrix") ->
     return path
 
 
-def _cell_detail(cell: Cell) -> str:
-    """Two short lines for the heat map: a failure's message, a skip's gist."""
+def _cell_detail(cell: Cell, lines: int = 3) -> str:
+    """A few short lines for the heat map: a failure's message (without the exception's
+    type), a skip's gist (the release the feature needs)."""
     if cell.status == "failed":
-        text = re.sub(r"^(AssertionError|Failed|E\s+):?\s*", "", cell.text) or "(no message)"
+        text = re.sub(r"^(?:[\w.]*\.)?(\w+(?:Error|Exception|Timeout|Failed|Nodes))?:\s*", "",
+                      cell.text) or "(no message)"
     elif cell.status == "skipped":
         since = re.search(r"(appeared|first released) in (v\d+\.\d+\.\d+)", cell.text)
         text = f"needs {since[2]}" if since else cell.text
     else:
         return ""
-    return "\n".join(textwrap.wrap(text, 34, max_lines=2, placeholder="..."))
+    return "\n".join(textwrap.wrap(text, 40, max_lines=lines, placeholder="..."))
 
 
 # ---- Allure --------------------------------------------------------------------------------
@@ -485,7 +502,7 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
     proc = children.start(version, cmd, log, cluster)
     if proc is None:
         return VersionRun(version, {}, None, 0.0, build_s, log, None, "interrupted")
-    print(f"matrix: {version}: started on cluster {cluster} (log {log})", flush=True)
+    print(f"matrix: {version}: pytest started, its cluster {cluster} (log {log})", flush=True)
     code = proc.wait()
     children.finished(version)
     wall = time.monotonic() - t0
@@ -501,6 +518,8 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
             error = f"unreadable JUnit file {junit}: {exc}"
     else:
         error = f"no JUnit file: pytest exited {code}; {_tail(log)}"
+    if children.interrupted.is_set():
+        error = "interrupted"  # the tests it did not finish are "not run"
     print(f"matrix: {version}: pytest exit {code} in {wall:.0f}s: "
           f"{_closing_line(log) or error}", flush=True)
     return VersionRun(version, cells, code, wall, build_s, log, run_dir, error)
@@ -601,6 +620,23 @@ def write(m: Matrix, out: Path) -> dict[str, Path]:
     return files
 
 
+def rerender(out: Path) -> Matrix:
+    """``out``/matrix.json again, each release's cells classified anew from its JUnit file
+    where that is still there (a fix to the classification then shows without a run)."""
+    m = Matrix.from_json(json.loads((out / "matrix.json").read_text()))
+    for v, p in (m.meta.get("per_version") or {}).items():
+        junit = out / p["run_dir"] / "junit.xml" if p.get("run_dir") else None
+        if junit is None or not junit.is_file():
+            continue
+        for s, cell in classify_junit(junit).items():
+            if cell.timeline:
+                cell.timeline = os.path.relpath(cell.timeline, out)
+            m.cells[(s, v)] = cell
+            if s not in m.scenarios:
+                m.scenarios.append(s)
+    return m
+
+
 def _point_latest(reports: Path, out: Path, name: str) -> None:
     latest = reports / name
     tmp = latest.with_name(f".{name}-{out.name}")
@@ -623,7 +659,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="each version's cluster is <prefix>-<version> (default matrix)")
     ap.add_argument("--paths", default="suites", help="what pytest collects (default: suites)")
     ap.add_argument("--render", type=Path, default=None, metavar="DIR",
-                    help="only draw DIR/matrix.json again as matrix.md and matrix.png (no run)")
+                    help="only write DIR's matrix again (matrix.json, .md, .png) from its "
+                         "releases' JUnit files (no run)")
     ap.add_argument("pytest_args", nargs=argparse.REMAINDER,
                     help="passed to every version's pytest (after --)")
     return ap.parse_args(argv)
@@ -633,8 +670,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse_args(argv)
     if opts.render is not None:
         try:
-            m = Matrix.from_json(json.loads((opts.render / "matrix.json").read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            m = rerender(opts.render)
+        except (OSError, ValueError, KeyError, TypeError, ET.ParseError) as exc:
             print(f"matrix: --render {opts.render}: {exc}", file=sys.stderr)
             return 2
         files = write(m, opts.render)

@@ -40,6 +40,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
   <error message="failed on setup with &quot;ClusterError: Karpenter is not running&quot;">tb</error>
  </testcase>
  <testcase classname="suites.test_other" name="test_unmarked" time="1.0"/>
+ <testcase time="10.2"/>
 </testsuite></testsuites>
 """
 
@@ -72,8 +73,30 @@ def test_a_scenario_fails_if_one_of_its_tests_fails(tmp_path):
  <testcase classname="s" name="b">{prop}
   <failure message="drift not replaced">x</failure></testcase>
 </testsuite></testsuites>""")
-    assert matrix.classify_junit(path)["drift"].status == "failed"
-    assert matrix.classify_junit(path)["drift"].text == "b: drift not replaced"
+    drift = matrix.classify_junit(path)["drift"]
+    assert (drift.status, drift.text, drift.test) == ("failed", "drift not replaced", "b")
+    md = matrix.to_markdown(Matrix(["v1.15.0"], ["drift"], {("drift", "v1.15.0"): drift}))
+    assert "1. b: drift not replaced" in md
+
+
+def test_a_failure_then_a_teardown_error_is_one_failed_test(tmp_path):
+    """pytest writes two <testcase> entries for it; the second has the timeline property."""
+    path = tmp_path / "junit.xml"
+    scenario = '<property name="scenario" value="limits"/>'
+    path.write_text(f"""<testsuites><testsuite>
+ <testcase classname="suites.test_p" name="test_limit" time="10">
+  <properties>{scenario}</properties>
+  <failure message="karpenter_e2e.clusters.waits.WaitTimeout: timed out after 2s">x</failure>
+ </testcase>
+ <testcase classname="suites.test_p" name="test_limit" time="5">
+  <properties>{scenario}<property name="timeline" value="t/limit.png"/></properties>
+  <error message="failed on teardown with &quot;LeakedNodes: ...&quot;">x</error>
+ </testcase>
+</testsuite></testsuites>""")
+    cell = matrix.classify_junit(path)["limits"]
+    assert cell == Cell("failed", "karpenter_e2e.clusters.waits.WaitTimeout: timed out after 2s",
+                        "t/limit.png", ["suites.test_p::test_limit"], 15.0)
+    assert matrix._cell_detail(cell) == "timed out after 2s"
 
 
 SUITE = """
@@ -153,7 +176,7 @@ def test_the_heatmap_shortens_cells():
     assert matrix._cell_detail(Cell("skipped", "Karpenter v1.6.4 lacks X: it appeared in "
                                                "v1.9.0 (pkg/apis/...)")) == "needs v1.9.0"
     text = matrix._cell_detail(Cell("failed", "AssertionError: " + "word " * 40))
-    assert text.count("\n") == 1 and text.endswith("...") and "AssertionError" not in text
+    assert text.count("\n") == 2 and text.endswith("...") and "AssertionError" not in text
     assert matrix._cell_detail(Cell("passed")) == ""
 
 
@@ -250,6 +273,15 @@ def test_a_version_that_does_not_build_fails_its_cells(tmp_path):
     m = matrix.assemble(["v1.9.0"], ["limits", "provisioning"], {"v1.9.0": r}, tmp_path)
     assert m.cell("limits", "v1.9.0") == Cell("failed", "build failed: go build failed")
     assert m.cell("provisioning", "v1.9.0").status == "failed"
+
+
+def test_an_interrupted_version_leaves_its_unfinished_cells_not_run(tmp_path):
+    children = matrix.Children()
+    children.interrupted.set()
+    r = matrix.run_version("v1.15.0", tmp_path, ["limits"], children, ["suites"], [],
+                           "matrix-dev", build_fn=lambda _v: 0.0)
+    m = matrix.assemble(["v1.15.0"], ["limits"], {"v1.15.0": r}, tmp_path)
+    assert m.cell("limits", "v1.15.0") == Cell("not run", "interrupted")
 
 
 def test_cluster_names():
