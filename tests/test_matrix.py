@@ -320,3 +320,26 @@ def test_ctrl_c_stops_every_child_then_kills_and_takes_down_the_rest(tmp_path, m
     assert procs["ignores"].returncode == -9  # killed once the grace was over
     assert downs == ["matrix-dev-ignores"]
     assert children.start("late", [sys.executable, "-c", "pass"], tmp_path / "l.log", "x") is None
+
+
+def test_versions_run_jobs_at_once_newest_first(monkeypatch, tmp_path):
+    import threading
+    lock, now, peak, order = threading.Lock(), [0], [0], []
+
+    def fake_run(version, out, scenarios, children, paths, args, prefix):
+        with lock:
+            order.append(version)
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        time.sleep(0.2)
+        with lock:
+            now[0] -= 1
+        return matrix.VersionRun(version, {"limits": Cell("passed")}, 0, 0.2, 0.0,
+                                 out / version / "pytest.log", None)
+    monkeypatch.setattr(matrix, "run_version", fake_run)
+    vs = ["v1.6.4", "v1.9.0", "v1.12.1", "v1.15.0"]
+    runs = matrix.run_matrix(vs, ["limits"], tmp_path, 2, ["suites"], [], "matrix-dev")
+    assert set(runs) == set(vs) and peak[0] == 2
+    assert set(order[:2]) == {"v1.15.0", "v1.12.1"}  # newest first
+    m = matrix.assemble(vs, ["limits"], runs, tmp_path)
+    assert m.counts()["passed"] == 4
