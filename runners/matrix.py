@@ -189,6 +189,11 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _size(rows: int, cols: int) -> str:
+    return (f"{rows} scenario{'s' if rows != 1 else ''} x "
+            f"{cols} release{'s' if cols != 1 else ''}")
+
+
 def to_markdown(m: Matrix, title: str = "Behaviour matrix") -> str:
     """The table (scenario rows, version columns) with short cells; each failure's and skip's
     full text once, below it, numbered (equal texts share a note)."""
@@ -199,8 +204,8 @@ def to_markdown(m: Matrix, title: str = "Behaviour matrix") -> str:
 
     lines = [f"# {title}", ""]
     c = m.counts()
-    lines.append(", ".join(f"{n} {s}" for s, n in c.items() if n) + f" ({len(m.scenarios)} "
-                 f"scenarios x {len(m.versions)} releases)")
+    lines.append(", ".join(f"{n} {s}" for s, n in c.items() if n)
+                 + f" ({_size(len(m.scenarios), len(m.versions))})")
     if m.meta.get("started"):
         lines.append(f"\nrun {m.meta['started']}, wall {m.meta.get('wall_s', '?')} s")
     lines += ["", "| scenario | " + " | ".join(m.versions) + " |",
@@ -249,7 +254,7 @@ def heatmap(m: Matrix, path: Path, title: str = "Karpenter behaviour matrix") ->
     from matplotlib.patches import Patch, Rectangle
 
     cols, rows = len(m.versions), len(m.scenarios)
-    cell_w = 2.3
+    cell_w = max(2.3, 5.0 / max(cols, 1))  # the title's width, whatever the columns
     cell_h = 0.8 if any(c.status == "failed" for c in m.cells.values()) else 0.62
     label_w = 0.075 * max([len(s) for s in m.scenarios] + [10]) + 0.3  # 9 pt labels
     fig_w, fig_h = label_w + cols * cell_w + 0.4, 1.7 + rows * cell_h
@@ -278,7 +283,7 @@ def heatmap(m: Matrix, path: Path, title: str = "Karpenter behaviour matrix") ->
     c = m.counts()
     when = f" ({m.meta['started']})" if m.meta.get("started") else ""
     ax.set_title(f"{title}{when}\n" + ", ".join(f"{n} {s}" for s, n in c.items() if n)
-                 + f" ({rows} scenarios x {cols} releases)", fontsize=10, pad=24)
+                 + f" ({_size(rows, cols)})", fontsize=10, pad=24)
     present = [s for s in STATUSES if c[s]]
     ax.legend(handles=[Patch(facecolor=COLOURS[s], label=s) for s in present],
               loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=len(present),
