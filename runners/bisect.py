@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -230,12 +228,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{versions[-1]}: {' '.join(versions)}; into {out}", flush=True)
     children = matrix.Children()
 
-    def on_signal(signum, _frame) -> None:
-        if not children.interrupted.is_set():
-            print(f"bisect: {signal.Signals(signum).name}: stopping the running pytest",
-                  file=sys.stderr, flush=True)
-            threading.Thread(target=children.interrupt, daemon=True).start()
-
     def run(version: str) -> Cell:
         r = matrix.run_version(version, out, [opts.scenario], children, paths, args,
                                opts.cluster_prefix)
@@ -244,14 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         return r.cells.get(opts.scenario) or Cell(
             "failed", r.error or f"no result for {opts.scenario} (pytest exited {r.exit})")
 
-    old_handlers = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with children.stopped_by_signals("bisect"):
         result = search(versions, run, say=lambda s: print(s, flush=True))
-        if children.interrupted.is_set():
-            children.interrupt()
-    finally:
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
     lines = [f"bisect {opts.scenario} {good} .. {bad}: {result.message}", "", "runs:"]
     lines += [f"  {s.version:9} {s.cell.status:8} ({s.why}){f': {s.cell.text}' if s.cell.text else ''}"
               for s in result.steps]

@@ -25,6 +25,7 @@ Exit: 0 every cell passed or skipped; 1 a cell failed; 2 bad input; 130 interrup
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -36,7 +37,7 @@ import textwrap
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -415,6 +416,29 @@ class Children:
         self.lock = threading.Lock()
         self.running: dict[str, tuple[subprocess.Popen, str]] = {}  # tag -> (proc, cluster)
         self.interrupted = threading.Event()
+        self.stopper: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def stopped_by_signals(self, prog: str) -> Iterator[None]:
+        """While in it, the first SIGINT or SIGTERM runs ``interrupt`` in a thread (later ones
+        are ignored); on the way out, waits for that to finish (teardowns, clusters down)."""
+        def on_signal(signum, _frame) -> None:
+            if self.interrupted.is_set():
+                return
+            self.interrupted.set()
+            print(f"{prog}: {signal.Signals(signum).name}: stopping every pytest (each takes "
+                  f"its cluster down)", file=sys.stderr, flush=True)
+            self.stopper = threading.Thread(target=self.interrupt, daemon=True)
+            self.stopper.start()
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+            if self.stopper is not None:
+                self.stopper.join()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
 
     def start(self, tag: str, cmd: list[str], log: Path, cluster: str) -> subprocess.Popen | None:
         with self.lock:
@@ -431,9 +455,10 @@ class Children:
         with self.lock:
             self.running.pop(tag, None)
 
-    def interrupt(self, grace: float = STOP_GRACE_S) -> None:
-        """SIGINT to each, wait up to ``grace`` s in all, then SIGKILL the rest's process
-        groups and take their clusters down."""
+    def interrupt(self, grace: float | None = None) -> None:
+        """SIGINT to each, wait up to ``grace`` s in all (default STOP_GRACE_S), then SIGKILL
+        the rest's process groups and take their clusters down."""
+        grace = STOP_GRACE_S if grace is None else grace
         self.interrupted.set()
         with self.lock:
             procs = list(self.running.items())
@@ -706,23 +731,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"matrix: {len(scenarios)} scenario(s) x {len(chosen)} release(s) "
           f"({' '.join(chosen)}), {opts.jobs} at once; into {out}", flush=True)
     children = Children()
-
-    def on_signal(signum, _frame) -> None:
-        if not children.interrupted.is_set():
-            print(f"matrix: {signal.Signals(signum).name}: stopping every version's pytest "
-                  f"(each takes its cluster down)", file=sys.stderr, flush=True)
-            threading.Thread(target=children.interrupt, daemon=True).start()
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with children.stopped_by_signals("matrix"):
         # --scenario only when ids were named: otherwise each version runs the whole suites
         runs = run_matrix(chosen, scenarios if split_words(opts.scenarios) else [], out,
                           opts.jobs, paths, args, opts.cluster_prefix, children)
-        if children.interrupted.is_set():
-            children.interrupt()  # waits for the teardowns (a no-op if all are over)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
     m = assemble(chosen, scenarios, runs, out)
     m.meta.update({"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
                    "wall_s": round(time.monotonic() - t0, 1), "jobs": opts.jobs,

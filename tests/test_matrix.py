@@ -322,6 +322,26 @@ def test_ctrl_c_stops_every_child_then_kills_and_takes_down_the_rest(tmp_path, m
     assert children.start("late", [sys.executable, "-c", "pass"], tmp_path / "l.log", "x") is None
 
 
+def test_the_first_sigint_stops_the_children_and_the_way_out_waits_for_it(tmp_path, monkeypatch):
+    import os
+    import signal
+    downs = []
+    monkeypatch.setattr(matrix, "take_down", downs.append)
+    monkeypatch.setattr(matrix, "STOP_GRACE_S", 2)
+    children = matrix.Children()
+    log = tmp_path / "c.log"
+    proc = children.start("c", [sys.executable, "-c", CHILD, "ignores"], log, "matrix-dev-c")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "ready" not in log.read_text():
+        time.sleep(0.05)
+    with children.stopped_by_signals("matrix"):
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C changes nothing
+        proc.wait(20)
+    assert proc.returncode == -9 and downs == ["matrix-dev-c"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_versions_run_jobs_at_once_newest_first(monkeypatch, tmp_path):
     import threading
     lock, now, peak, order = threading.Lock(), [0], [0], []
