@@ -68,9 +68,6 @@ class Cell:
     seconds: float = 0.0
     test: str = ""  # the failing test case, where the scenario has several
 
-    def short(self, width: int = 60) -> str:
-        return textwrap.shorten(self.text, width, placeholder="...") if self.text else ""
-
 
 def _first_line(text: str | None) -> str:
     for line in (text or "").splitlines():
@@ -228,6 +225,9 @@ def to_markdown(m: Matrix, title: str = "Behaviour matrix") -> str:
                 text += f" [{note(cell.text)}]"
             row.append(text)
         lines.append(f"| {s} | " + " | ".join(row) + " |")
+    differ = m.differing()
+    lines += ["", "Scenarios that pass on one release and fail on another (bisect candidates): "
+              + (", ".join(differ) if differ else "none") + "."]
     if notes:
         lines += ["", "Notes:", ""]
         lines += [f"{n}. {_md_escape(text)}" for text, n in notes.items()]

@@ -154,6 +154,8 @@ def test_markdown_table_and_notes():
     assert "2. Karpenter v1.6.4 lacks NodeOverlay: it appeared in v1.9.0" in md
     assert "| v1.6.4 | 0 | - | 150.0 | v1.6.4/pytest.log |" in md
     assert md.splitlines()[2] == "7 passed, 1 failed, 1 skipped (3 scenarios x 3 releases)"
+    assert ("Scenarios that pass on one release and fail on another (bisect candidates): "
+            "limits.") in md
 
 
 def test_json_round_trip_and_differences():
