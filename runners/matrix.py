@@ -349,10 +349,11 @@ def merge_allure(run_dirs: dict[str, Path], out: Path) -> int:
 
 
 # ---- input ---------------------------------------------------------------------------------
-def default_versions(served: Callable[[], list[str]] = releases.served) -> list[str]:
-    """Every release the module proxy serves, from v1.0 on, oldest first."""
+def default_versions(served: Callable[[], list[str]] | None = None) -> list[str]:
+    """Every release the module proxy serves (``releases.served``), from v1.0 on, oldest
+    first."""
     key = local_versions.semver
-    return [v for v in served() if key(v) >= key(releases.OLDEST)]
+    return [v for v in (served or releases.served)() if key(v) >= key(releases.OLDEST)]
 
 
 def check_versions(wanted: Iterable[str], served: Callable[[], list[str]] | None = None
@@ -688,6 +689,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--cluster-prefix", default="matrix",
                     help="each version's cluster is <prefix>-<version> (default matrix)")
     ap.add_argument("--paths", default="suites", help="what pytest collects (default: suites)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="check the input, print the releases and scenario ids, and stop")
     ap.add_argument("--render", type=Path, default=None, metavar="DIR",
                     help="only write DIR's matrix again (matrix.json, .md, .png) from its "
                          "releases' JUnit files (no run)")
@@ -730,6 +733,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"matrix: {len(scenarios)} scenario(s) x {len(chosen)} release(s) "
           f"({' '.join(chosen)}), {opts.jobs} at once; into {out}", flush=True)
+    if opts.dry_run:
+        print(f"matrix: scenarios: {', '.join(scenarios)}")
+        shutil.rmtree(out, ignore_errors=True)
+        return 0
     children = Children()
     with children.stopped_by_signals("matrix"):
         # --scenario only when ids were named: otherwise each version runs the whole suites

@@ -365,3 +365,14 @@ def test_versions_run_jobs_at_once_newest_first(monkeypatch, tmp_path):
     assert set(order[:2]) == {"v1.15.0", "v1.12.1"}  # newest first
     m = matrix.assemble(vs, ["limits"], runs, tmp_path)
     assert m.counts()["passed"] == 4
+
+
+def test_dry_run_lists_the_default_releases_and_starts_nothing(served, tmp_path, monkeypatch,
+                                                               capsys):
+    monkeypatch.setattr(matrix, "run_matrix", lambda *a, **k: pytest.fail("ran"))
+    repo = Path(__file__).resolve().parents[1]
+    assert matrix.main(["--dry-run", "--scenarios", "limits", "--paths", str(repo / "suites"),
+                        "--reports-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"1 scenario(s) x {len(SERVED)} release(s) ({' '.join(SERVED)})" in out
+    assert "scenarios: limits" in out and not list(tmp_path.iterdir())
