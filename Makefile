@@ -14,7 +14,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples
+.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix bisect
 
 # A strict editable install (setuptools): a link tree under build/ that maps the top-level
 # folders onto karpenter_e2e.*, which mypy and lint-imports can follow (the default editable
@@ -132,6 +132,31 @@ MUTANT_CLUSTER ?= local
 mutants: setup
 	$(PY) -m karpenter_e2e.runners.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
 		--jobs $(MUTANT_JOBS) --cluster $(MUTANT_CLUSTER) $(if $(SHARD),--shard $(SHARD))
+
+## matrix: scenario x Karpenter release: the suites (SCENARIOS="a,b": those ids) on every release
+## in VERSIONS (default: every one the Go module proxy serves from v1.0 on), MATRIX_JOBS at once,
+## each on a cluster of its own (matrix-<version>). JSON, Markdown, an Allure results directory
+## and a heat map (matrix.png) in reports/matrix-latest/. MATRIX_ARGS="--cluster-prefix x" ...
+VERSIONS ?=
+SCENARIOS ?=
+MATRIX_JOBS ?= 2
+MATRIX_ARGS ?=
+matrix: setup
+	$(PY) -m karpenter_e2e.runners.matrix $(if $(VERSIONS),--versions "$(VERSIONS)") \
+		$(if $(SCENARIOS),--scenarios "$(SCENARIOS)") --jobs $(MATRIX_JOBS) --reports-dir reports \
+		$(MATRIX_ARGS) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+
+## bisect: the first release from GOOD to BAD where SCENARIO fails (binary search over the served
+## releases; both ends checked first), and the module files changed from the release before it
+SCENARIO ?=
+GOOD ?=
+BAD ?=
+BISECT_ARGS ?=
+bisect: setup
+	@test -n "$(SCENARIO)" -a -n "$(GOOD)" -a -n "$(BAD)" || { echo "usage: make bisect" \
+		"SCENARIO=id GOOD=vA BAD=vB [BISECT_ARGS='--cluster-prefix x']"; exit 2; }
+	$(PY) -m karpenter_e2e.runners.bisect --scenario $(SCENARIO) --good $(GOOD) --bad $(BAD) \
+		--reports-dir reports $(BISECT_ARGS) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 ## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster
 scale: setup

@@ -25,6 +25,7 @@ class PlannedTest:
     solo: bool = False  # marked own_karpenter
     skipped: bool = False  # will be skipped at collection (costs nothing, needs no cluster)
     chain: bool = False  # marked disruption_loop
+    scenario: str = ""  # its scenario marker's id
 
 
 @dataclass

@@ -1,0 +1,260 @@
+"""`make bisect`: the first Karpenter release where a scenario fails, by binary search.
+
+    python -m karpenter_e2e.runners.bisect --scenario ID --good vA --bad vB
+        [--reports-dir reports] [--cluster-prefix matrix] [-- PYTEST_ARGS...]
+
+The candidates are the releases the Go module proxy serves from GOOD to BAD. Both ends are
+run first: the scenario must pass on GOOD and fail on BAD, else the search says which end does
+not hold and stops (BAD passing: "no failing release"). Then the middle candidate is run,
+halving the range each time. A release where the scenario is skipped (it lacks a feature) is
+neither good nor bad: it is reported, and the nearest untried candidate to the middle is run
+instead. Each run is one plain pytest on a cluster of its own (runners/matrix.py's
+``run_version``), one at a time.
+
+The answer: the first failing release, and the module files that changed between the last
+passing release and it (``go mod download -json sigs.k8s.io/karpenter@v``'s Dir; files under
+pkg/ and kwok/, without *_test.go and testdata; added, removed and changed, with line counts).
+
+Exit: 0 a first failing release was found (or none fails); 1 an end does not hold; 2 bad
+input; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import versions as local_versions
+from karpenter_e2e.runners import matrix
+from karpenter_e2e.runners.matrix import BadInput, Cell
+
+ROOTS = ("pkg", "kwok")
+
+
+@dataclass
+class Step:
+    version: str
+    cell: Cell
+    why: str  # "GOOD end", "BAD end", "middle of v.. - v.."
+
+
+@dataclass
+class Result:
+    verdict: str  # found | no-failing-release | good-does-not-hold | bad-does-not-hold | interrupted
+    message: str
+    first_bad: str | None = None
+    last_good: str | None = None
+    skipped: list[str] = field(default_factory=list)  # between last_good and first_bad
+    steps: list[Step] = field(default_factory=list)
+
+
+def candidates(good: str, bad: str, served: list[str]) -> list[str]:
+    """The served releases from ``good`` to ``bad``, both included, oldest first."""
+    key = local_versions.semver
+    if key(good) >= key(bad):
+        raise BadInput(f"GOOD {good} must be older than BAD {bad}")
+    return [v for v in sorted(set(served) | {good, bad}, key=key) if key(good) <= key(v) <= key(bad)]
+
+
+def search(versions: list[str], run: Callable[[str], Cell],
+           say: Callable[[str], None] = lambda _s: None) -> Result:
+    """Binary search over ``versions`` (oldest first; ``versions[0]`` GOOD, ``versions[-1]``
+    BAD) with ``run`` (a version -> its cell for the scenario). Both ends are run first."""
+    steps: list[Step] = []
+    did = {"failed": "failed", "skipped": "was skipped", "passed": "passed"}
+
+    def do(v: str, why: str) -> Cell:
+        say(f"bisect: running {v} ({why})")
+        cell = run(v)
+        steps.append(Step(v, cell, why))
+        say(f"bisect: {v}: {cell.status}{f': {cell.text}' if cell.text else ''}")
+        return cell
+
+    good, bad = versions[0], versions[-1]
+    g = do(good, "GOOD end")
+    if g.status == "not run":
+        return Result("interrupted", f"interrupted at {good}", steps=steps)
+    if g.status != "passed":
+        return Result("good-does-not-hold", f"GOOD {good} does not hold: the scenario "
+                      f"{did.get(g.status, g.status)} there{f' ({g.text})' if g.text else ''}", steps=steps)
+    b = do(bad, "BAD end")
+    if b.status == "not run":
+        return Result("interrupted", f"interrupted at {bad}", steps=steps)
+    if b.status == "passed":
+        return Result("no-failing-release", f"no failing release: the scenario passes on GOOD "
+                      f"{good} and on BAD {bad}; nothing to bisect", last_good=bad, steps=steps)
+    if b.status != "failed":
+        return Result("bad-does-not-hold", f"BAD {bad} does not hold: the scenario "
+                      f"{did.get(b.status, b.status)} there{f' ({b.text})' if b.text else ''}", steps=steps)
+    lo, hi = 0, len(versions) - 1
+    skipped: set[int] = set()
+    while True:
+        untried = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not untried:
+            break
+        middle = (lo + hi) / 2
+        i = min(untried, key=lambda k: (abs(k - middle), k))
+        cell = do(versions[i], f"middle of {versions[lo]} .. {versions[hi]}")
+        if cell.status == "passed":
+            lo = i
+        elif cell.status == "failed":
+            hi = i
+        elif cell.status == "skipped":
+            skipped.add(i)
+        else:
+            return Result("interrupted", f"interrupted at {versions[i]}", steps=steps)
+    between = [versions[i] for i in sorted(skipped) if lo < i < hi]
+    first, last = versions[hi], versions[lo]
+    if between:
+        msg = (f"first failing release: {first}, or one of {', '.join(between)} before it, where "
+               f"the scenario is skipped; last passing: {last}")
+    else:
+        msg = f"first failing release: {first} (the release before it, {last}, passes)"
+    all_skipped = [versions[i] for i in sorted(skipped)]
+    if all_skipped:
+        msg += f". Skipped (neither good nor bad): {', '.join(all_skipped)}"
+    return Result("found", msg, first, last, between, steps)
+
+
+# ---- the module trees ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Change:
+    status: str  # added | removed | changed
+    path: str
+    added: int  # lines
+    removed: int
+
+    def line(self) -> str:
+        return f"{self.status:8} {self.path}  +{self.added} -{self.removed}"
+
+
+def _wanted(rel: Path) -> bool:
+    return (rel.parts[0] in ROOTS and not rel.name.endswith("_test.go")
+            and "testdata" not in rel.parts)
+
+
+def _files(root: Path) -> dict[str, Path]:
+    out = {}
+    for top in ROOTS:
+        base = root / top
+        if not base.is_dir():
+            continue
+        for f in base.rglob("*"):
+            rel = f.relative_to(root)
+            if f.is_file() and _wanted(rel):
+                out[rel.as_posix()] = f
+    return out
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_bytes().decode("utf-8", errors="replace").splitlines()
+
+
+def module_diff(old: Path, new: Path) -> list[Change]:
+    """The files under pkg/ and kwok/ (no *_test.go, no testdata) added, removed or changed
+    from the module tree ``old`` to ``new``, with their added and removed line counts."""
+    a, b = _files(old), _files(new)
+    out: list[Change] = []
+    for rel in sorted(set(a) | set(b)):
+        if rel not in a:
+            out.append(Change("added", rel, len(_lines(b[rel])), 0))
+        elif rel not in b:
+            out.append(Change("removed", rel, 0, len(_lines(a[rel]))))
+        elif a[rel].read_bytes() != b[rel].read_bytes():
+            plus = minus = 0
+            for line in difflib.unified_diff(_lines(a[rel]), _lines(b[rel]), n=0, lineterm=""):
+                if line.startswith("+") and not line.startswith("+++"):
+                    plus += 1
+                elif line.startswith("-") and not line.startswith("---"):
+                    minus += 1
+            out.append(Change("changed", rel, plus, minus))
+    return out
+
+
+def module_dir(version: str) -> Path:
+    from karpenter_e2e.clusters.local import build
+    return build.download_karpenter(version)  # go mod download -json ...@version: its Dir
+
+
+def render_diff(old: str, new: str, changes: list[Change]) -> str:
+    n = {s: sum(1 for c in changes if c.status == s) for s in ("added", "removed", "changed")}
+    plus, minus = sum(c.added for c in changes), sum(c.removed for c in changes)
+    head = (f"module files changed from {old} to {new} (pkg/, kwok/; no *_test.go, no "
+            f"testdata): {n['changed']} changed, {n['added']} added, {n['removed']} removed; "
+            f"+{plus} -{minus} lines")
+    return "\n".join([head, *(f"  {c.line()}" for c in changes)])
+
+
+# ---- command line --------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.bisect",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scenario", required=True, help="one scenario id")
+    ap.add_argument("--good", required=True, help="a release where the scenario passes")
+    ap.add_argument("--bad", required=True, help="a later release where it fails")
+    ap.add_argument("--reports-dir", type=Path, default=Path("reports"))
+    ap.add_argument("--cluster-prefix", default="matrix",
+                    help="each run's cluster is <prefix>-<version> (default matrix)")
+    ap.add_argument("--paths", default="suites")
+    ap.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    opts = ap.parse_args(argv)
+    args = [a for a in opts.pytest_args if a != "--"]
+    paths = opts.paths.split(",")
+    t0 = time.monotonic()
+    out = opts.reports_dir / f"bisect-{time.strftime('%m%d%H%M%S')}"
+    try:
+        if "," in opts.scenario or not opts.scenario.strip():
+            raise BadInput(f"--scenario {opts.scenario!r}: one scenario id")
+        good, bad = matrix.check_versions([opts.good, opts.bad])
+        if (good, bad) != (opts.good, opts.bad):
+            raise BadInput(f"GOOD {opts.good} must be older than BAD {opts.bad}")
+        try:
+            served = matrix.default_versions()
+        except ClusterError as exc:
+            raise BadInput(str(exc)) from None
+        versions = candidates(good, bad, served)
+        out.mkdir(parents=True, exist_ok=True)
+        matrix.collect_scenarios(bad, [opts.scenario], paths, args, out)
+    except BadInput as exc:
+        print(f"bisect: {exc}", file=sys.stderr)
+        return 2
+    print(f"bisect: {opts.scenario} on {len(versions)} served releases {versions[0]} .. "
+          f"{versions[-1]}: {' '.join(versions)}; into {out}", flush=True)
+    children = matrix.Children()
+
+    def run(version: str) -> Cell:
+        r = matrix.run_version(version, out, [opts.scenario], children, paths, args,
+                               opts.cluster_prefix)
+        if r.error == "interrupted" or children.interrupted.is_set():
+            return Cell("not run", "interrupted")
+        return r.cells.get(opts.scenario) or Cell(
+            "failed", r.error or f"no result for {opts.scenario} (pytest exited {r.exit})")
+
+    with children.stopped_by_signals("bisect"):
+        result = search(versions, run, say=lambda s: print(s, flush=True))
+    lines = [f"bisect {opts.scenario} {good} .. {bad}: {result.message}", "", "runs:"]
+    lines += [f"  {s.version:9} {s.cell.status:8} ({s.why}){f': {s.cell.text}' if s.cell.text else ''}"
+              for s in result.steps]
+    if result.first_bad and result.last_good:
+        try:
+            changes = module_diff(module_dir(result.last_good), module_dir(result.first_bad))
+            lines += ["", render_diff(result.last_good, result.first_bad, changes)]
+        except ClusterError as exc:
+            lines += ["", f"module diff not listed: {exc}"]
+    lines += ["", f"wall {time.monotonic() - t0:.0f}s; logs in {out}"]
+    text = "\n".join(lines)
+    (out / "bisect.txt").write_text(text + "\n")
+    print(text, flush=True)
+    if result.verdict == "interrupted":
+        return 130
+    return 0 if result.verdict in ("found", "no-failing-release") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,762 @@
+"""`make matrix`: the suites on several Karpenter releases, written as scenario x version.
+
+    python -m karpenter_e2e.runners.matrix [--versions "v1.6.4 v1.15.0"] [--scenarios a,b]
+        [--jobs 2] [--reports-dir reports] [--cluster-prefix matrix] [-- PYTEST_ARGS...]
+
+1. Check the input within seconds, before any cluster starts: every version with
+   releases.check (served by the Go module proxy, v1.0 on); the scenario ids with one
+   ``pytest --collect-only`` (the plugin's own ``--scenario`` error).
+2. Per version, in turn for the builds (one Karpenter build at a time) and ``--jobs`` at once
+   for the runs: one plain pytest, ``python -m pytest suites -p no:xdist --cluster-name
+   <prefix>-<version> --karpenter-version <v> --reports-dir <out>/<v>``, which brings its own
+   cluster up and takes it down.
+3. Each version's JUnit file gives its column: per scenario passed; failed (the first line of
+   the failing assert, and the timeline picture's path); or skipped (the reason).
+4. Written to ``<reports-dir>/matrix-<stamp>/``: ``matrix.json``, ``matrix.md``,
+   ``matrix.png`` (a heat map) and ``allure-results/`` (every version's results, each tagged
+   with its version); ``<reports-dir>/matrix-latest`` points at it.
+
+Ctrl-C (or SIGTERM): SIGINT to every running pytest once (each takes its cluster down), up to
+STOP_GRACE_S for that, then SIGKILL and ``clusters down`` for what is left; exit 130.
+
+Exit: 0 every cell passed or skipped; 1 a cell failed; 2 bad input; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.local import releases, versions as local_versions
+
+PY = sys.executable
+STOP_GRACE_S = 120  # a pytest's teardown after Ctrl-C (it takes its cluster down)
+COLLECT_TIMEOUT_S = 120
+STATUSES = ("passed", "failed", "skipped", "not run")
+
+
+class BadInput(ValueError):
+    """A version or scenario id the matrix cannot run: said before any cluster starts."""
+
+
+# ---- cells ---------------------------------------------------------------------------------
+@dataclass
+class Cell:
+    """One scenario on one release. ``text``: the failing assert's first line, or the skip's
+    reason; ``timeline``: the failing test's timeline picture (relative to the matrix's
+    directory once written); ``tests``: the test cases behind it."""
+
+    status: str  # one of STATUSES
+    text: str = ""
+    timeline: str | None = None
+    tests: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    test: str = ""  # the failing test case, where the scenario has several
+
+
+def _first_line(text: str | None) -> str:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _case_result(case: ET.Element) -> tuple[str, str]:
+    """(status, text) of one JUnit <testcase>."""
+    for tag in ("failure", "error"):
+        el = case.find(tag)
+        if el is not None:
+            text = _first_line(el.get("message")) or _first_line(el.text)
+            if tag == "error":
+                text = f"error: {text}" if text else "error"
+            return "failed", text
+    el = case.find("skipped")
+    if el is not None:
+        reason = el.get("message") or el.text or ""
+        # pytest writes "file:line: reason" for a skip raised in setup with a location
+        return "skipped", _first_line(re.sub(r"^\S+:\d+: ", "", reason))
+    return "passed", ""
+
+
+def _properties(case: ET.Element) -> dict[str, str]:
+    return {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+
+
+def classify_junit(path: Path) -> dict[str, Cell]:
+    """A version's cells from its JUnit file: one per scenario id (the ``scenario`` property
+    the plugin writes; a test case without one is its own row, by name). A test that failed
+    and then errored in teardown has two <testcase> entries: they count as one, failed with
+    the first failure's text. A scenario with several test cases fails if one fails (the first
+    failure's text), is skipped only if all are skipped, and passes otherwise."""
+    tests: dict[str, dict] = {}  # "classname::name" -> status, text, scenario, timeline, time
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        if not case.get("name"):  # what pytest writes for the test a Ctrl-C cut short
+            continue
+        props = _properties(case)
+        name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+        status, text = _case_result(case)
+        t = tests.setdefault(name, {"status": status, "text": text, "scenario": "",
+                                    "timeline": None, "seconds": 0.0})
+        if t["status"] != "failed" and status == "failed":
+            t["status"], t["text"] = status, text
+        t["scenario"] = t["scenario"] or props.get("scenario") or case.get("name") or "?"
+        t["timeline"] = t["timeline"] or props.get("timeline")
+        t["seconds"] += float(case.get("time", "0") or 0)
+    by_scenario: dict[str, list[tuple[str, dict]]] = {}
+    for name, t in tests.items():
+        by_scenario.setdefault(t["scenario"], []).append((name, t))
+    cells: dict[str, Cell] = {}
+    for scenario, results in by_scenario.items():
+        names = [n for n, _t in results]
+        seconds = round(sum(t["seconds"] for _n, t in results), 1)
+        failed = [(n, t) for n, t in results if t["status"] == "failed"]
+        skipped = [t for _n, t in results if t["status"] == "skipped"]
+        if failed:
+            name, t = failed[0]
+            cells[scenario] = Cell("failed", t["text"], t["timeline"], names, seconds,
+                                   name.rsplit("::", 1)[-1] if len(results) > 1 else "")
+        elif len(skipped) == len(results):
+            cells[scenario] = Cell("skipped", skipped[0]["text"], None, names, seconds)
+        else:
+            note = (f"{len(results) - len(skipped)} of {len(results)} test cases passed, "
+                    f"{len(skipped)} skipped (first: {skipped[0]['text']})" if skipped else "")
+            cells[scenario] = Cell("passed", note, None, names, seconds)
+    return cells
+
+
+# ---- the matrix and its renderings ---------------------------------------------------------
+@dataclass
+class Matrix:
+    versions: list[str]
+    scenarios: list[str]
+    cells: dict[tuple[str, str], Cell]  # (scenario, version) -> cell
+    meta: dict = field(default_factory=dict)  # command, walls, exit codes per version
+
+    def cell(self, scenario: str, version: str) -> Cell:
+        return self.cells.get((scenario, version)) or Cell("not run", "no result")
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATUSES, 0)
+        for s in self.scenarios:
+            for v in self.versions:
+                out[self.cell(s, v).status] += 1
+        return out
+
+    def to_json(self) -> dict:
+        return {"versions": self.versions, "scenarios": self.scenarios, "meta": self.meta,
+                "counts": self.counts(),
+                "cells": {s: {v: asdict(self.cell(s, v)) for v in self.versions}
+                          for s in self.scenarios}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Matrix:
+        cells = {(s, v): Cell(**c) for s, row in data["cells"].items() for v, c in row.items()}
+        return cls(data["versions"], data["scenarios"], cells, data.get("meta", {}))
+
+    def differing(self) -> list[str]:
+        """Scenarios that pass on one release and fail on another (a skip is no difference)."""
+        out = []
+        for s in self.scenarios:
+            seen = {self.cell(s, v).status for v in self.versions}
+            if {"passed", "failed"} <= seen:
+                out.append(s)
+        return out
+
+
+NOTE_CHARS = 400  # a note's text at most (the JSON has it whole)
+MARK = {"passed": "passed", "failed": "**FAILED**", "skipped": "skipped", "not run": "not run"}
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _size(rows: int, cols: int) -> str:
+    return (f"{rows} scenario{'s' if rows != 1 else ''} x "
+            f"{cols} release{'s' if cols != 1 else ''}")
+
+
+def to_markdown(m: Matrix, title: str = "Behaviour matrix") -> str:
+    """The table (scenario rows, version columns) with short cells; each failure's and skip's
+    full text once, below it, numbered (equal texts share a note)."""
+    notes: dict[str, int] = {}
+
+    def note(text: str) -> int:
+        return notes.setdefault(text, len(notes) + 1)
+
+    lines = [f"# {title}", ""]
+    c = m.counts()
+    lines.append(", ".join(f"{n} {s}" for s, n in c.items() if n)
+                 + f" ({_size(len(m.scenarios), len(m.versions))})")
+    if m.meta.get("started"):
+        lines.append(f"\nrun {m.meta['started']}, wall {m.meta.get('wall_s', '?')} s")
+    lines += ["", "| scenario | " + " | ".join(m.versions) + " |",
+              "|---|" + "---|" * len(m.versions)]
+    for s in m.scenarios:
+        row = []
+        for v in m.versions:
+            cell = m.cell(s, v)
+            text = MARK[cell.status]
+            if cell.status == "failed":
+                detail = textwrap.shorten(cell.text, NOTE_CHARS, placeholder=" ...") \
+                    if cell.text else "(no message)"
+                if cell.test:
+                    detail = f"{cell.test}: {detail}"
+                if cell.timeline:
+                    detail += f" ([timeline]({cell.timeline}))"
+                text += f" [{note(detail)}]"
+            elif cell.text:
+                text += f" [{note(cell.text)}]"
+            row.append(text)
+        lines.append(f"| {s} | " + " | ".join(row) + " |")
+    differ = m.differing()
+    lines += ["", "Scenarios that pass on one release and fail on another (bisect candidates): "
+              + (", ".join(differ) if differ else "none") + "."]
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"{n}. {_md_escape(text)}" for text, n in notes.items()]
+    per = m.meta.get("per_version") or {}
+    if per:
+        lines += ["", "| release | pytest exit | build s | pytest wall s | log |",
+                  "|---|---|---|---|---|"]
+        for v in m.versions:
+            p = per.get(v, {})
+            lines.append(f"| {v} | {p.get('exit', '-')} | {p.get('build_s', '-')} | "
+                         f"{p.get('wall_s', '-')} | {p.get('log', '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+COLOURS = {"passed": "#3a9d5d", "failed": "#d64541", "skipped": "#d9d9d9", "not run": "#7f7f7f"}
+TEXT_COLOURS = {"passed": "white", "failed": "white", "skipped": "#444444", "not run": "white"}
+
+
+def heatmap(m: Matrix, path: Path, title: str = "Karpenter behaviour matrix") -> Path:
+    """One picture: rows scenarios, columns releases, a colour per status; a failed cell
+    carries the start of its failing assert, a skipped one why, in short."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    cols, rows = len(m.versions), len(m.scenarios)
+    cell_w = max(2.3, 5.0 / max(cols, 1))  # the title's width, whatever the columns
+    cell_h = 0.8 if any(c.status == "failed" for c in m.cells.values()) else 0.62
+    label_w = 0.075 * max([len(s) for s in m.scenarios] + [10]) + 0.3  # 9 pt labels
+    fig_w, fig_h = label_w + cols * cell_w + 0.4, 1.7 + rows * cell_h
+    fig, ax = plt.subplots(figsize=(fig_w, fig_h))
+    for i, s in enumerate(m.scenarios):
+        for j, v in enumerate(m.versions):
+            cell = m.cell(s, v)
+            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=COLOURS[cell.status],
+                                   edgecolor="white", linewidth=2))
+            label = {"passed": "passed", "failed": "FAILED", "skipped": "skipped",
+                     "not run": "not run"}[cell.status]
+            detail = _cell_detail(cell)
+            ax.text(j + 0.5, i + (0.28 if detail else 0.5), label, ha="center", va="center",
+                    fontsize=8.5, fontweight="bold", color=TEXT_COLOURS[cell.status])
+            if detail:
+                ax.text(j + 0.5, i + 0.66, detail, ha="center", va="center", fontsize=7,
+                        color=TEXT_COLOURS[cell.status], linespacing=0.95)
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    ax.set_xticks([j + 0.5 for j in range(cols)], m.versions, fontsize=9, fontweight="bold")
+    ax.xaxis.tick_top()
+    ax.set_yticks([i + 0.5 for i in range(rows)], m.scenarios, fontsize=9)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    c = m.counts()
+    when = f" ({m.meta['started']})" if m.meta.get("started") else ""
+    ax.set_title(f"{title}{when}\n" + ", ".join(f"{n} {s}" for s, n in c.items() if n)
+                 + f" ({_size(rows, cols)})", fontsize=10, pad=24)
+    present = [s for s in STATUSES if c[s]]
+    ax.legend(handles=[Patch(facecolor=COLOURS[s], label=s) for s in present],
+              loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=len(present),
+              fontsize=8, frameon=False)
+    fig.subplots_adjust(left=label_w / fig_w, right=1 - 0.2 / fig_w, top=1 - 1.0 / fig_h,
+                        bottom=0.6 / fig_h)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _cell_detail(cell: Cell, lines: int = 3) -> str:
+    """A few short lines for the heat map: a failure's message (without the exception's
+    type), a skip's gist (the release the feature needs)."""
+    if cell.status == "failed":
+        text = re.sub(r"^(?:[\w.]*\.)?(\w+(?:Error|Exception|Timeout|Failed|Nodes))?:\s*", "",
+                      cell.text) or "(no message)"
+    elif cell.status == "skipped":
+        since = re.search(r"(appeared|first released) in (v\d+\.\d+\.\d+)", cell.text)
+        text = f"needs {since[2]}" if since else cell.text
+    else:
+        return ""
+    return "\n".join(textwrap.wrap(text, 40, max_lines=lines, placeholder="..."))
+
+
+# ---- Allure --------------------------------------------------------------------------------
+def merge_allure(run_dirs: dict[str, Path], out: Path) -> int:
+    """Every version's Allure results in one directory. Each result gets a ``karpenter``
+    parameter and its version in its history and test-case ids, so that Allure shows one
+    result per version instead of taking the other versions for retries."""
+    from karpenter_e2e.runners import merge
+
+    out.mkdir(parents=True, exist_ok=True)
+    n = 0
+    envs = []
+    for version, run_dir in run_dirs.items():
+        src = run_dir / "allure-results"
+        if not src.is_dir():
+            continue
+        for f in sorted(src.iterdir()):
+            if not f.is_file():
+                continue
+            if f.name == "environment.properties":
+                envs.append(f)
+                continue
+            if f.name.endswith("-result.json"):
+                data = json.loads(f.read_text())
+                data.setdefault("parameters", []).append({"name": "karpenter", "value": version})
+                for key in ("historyId", "testCaseId"):
+                    if data.get(key):
+                        data[key] = f"{data[key]}-{version}"
+                data["name"] = f"{data.get('name', '')} [{version}]"
+                data.setdefault("labels", []).append({"name": "tag", "value": version})
+                (out / f.name).write_text(json.dumps(data))
+                n += 1
+            else:
+                shutil.copy2(f, out / f.name)
+    if envs:
+        merge._merge_environment(envs, out / "environment.properties")
+    return n
+
+
+# ---- input ---------------------------------------------------------------------------------
+def default_versions(served: Callable[[], list[str]] | None = None) -> list[str]:
+    """Every release the module proxy serves (``releases.served``), from v1.0 on, oldest
+    first."""
+    key = local_versions.semver
+    return [v for v in (served or releases.served)() if key(v) >= key(releases.OLDEST)]
+
+
+def check_versions(wanted: Iterable[str], served: Callable[[], list[str]] | None = None
+                   ) -> list[str]:
+    """The versions, oldest first, each checked by releases.check (its errors, unchanged)."""
+    out: list[str] = []
+    for v in wanted:
+        try:
+            out.append(releases.check(v, served))
+        except ClusterError as exc:
+            raise BadInput(str(exc)) from None
+    if len(set(out)) != len(out):
+        raise BadInput(f"a version is named twice: {' '.join(out)}")
+    return sorted(out, key=local_versions.semver)
+
+
+def split_words(text: str) -> list[str]:
+    return [w for w in re.split(r"[\s,]+", text or "") if w]
+
+
+def collect_scenarios(version: str, scenarios: list[str], paths: list[str], args: list[str],
+                      workdir: Path, runner=subprocess.run) -> list[str]:
+    """The scenario ids the run will have rows for, from one ``--collect-only`` (no cluster):
+    ``scenarios`` in their order if given (an unknown id is the plugin's usage error, as a
+    BadInput), else every collected id in suite order."""
+    plan = workdir / "collected.json"
+    cmd = [PY, "-m", "pytest", *paths, "--collect-only", "-q", "-p", "no:xdist",
+           "-p", "no:cacheprovider", "--karpenter-version", version,
+           "--karpenter-e2e-plan", str(plan), *args]
+    if scenarios:
+        cmd += ["--scenario", ",".join(scenarios)]
+    proc = runner(cmd, capture_output=True, text=True, timeout=COLLECT_TIMEOUT_S)
+    if proc.returncode not in (0, 5) or not plan.is_file():
+        out = (proc.stderr or "") + (proc.stdout or "")
+        errors = [ln.strip() for ln in out.splitlines() if "error" in ln.lower()]
+        raise BadInput((errors[-1] if errors else out.strip()[-600:]) or
+                       f"collection failed (exit {proc.returncode})")
+    tests = json.loads(plan.read_text())
+    found: list[str] = []
+    order = sorted(tests, key=lambda t: t["nodeid"].split("::")[0])  # by suite file
+    for t in order:
+        sid = t.get("scenario") or t["nodeid"].rsplit("::", 1)[-1]
+        if sid not in found:
+            found.append(sid)
+    if scenarios:
+        return [s for s in scenarios if s in found] + [s for s in found if s not in scenarios]
+    return found
+
+
+def cluster_name(prefix: str, version: str) -> str:
+    return f"{prefix}-{version.replace('.', '-')}"
+
+
+# ---- running -------------------------------------------------------------------------------
+class Children:
+    """The pytest processes running now, each in a session of its own; Ctrl-C hands each one
+    SIGINT once, waits for their teardowns, then kills what is left and takes its cluster
+    down."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running: dict[str, tuple[subprocess.Popen, str]] = {}  # tag -> (proc, cluster)
+        self.interrupted = threading.Event()
+        self.stopper: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def stopped_by_signals(self, prog: str) -> Iterator[None]:
+        """While in it, the first SIGINT or SIGTERM runs ``interrupt`` in a thread (later ones
+        are ignored); on the way out, waits for that to finish (teardowns, clusters down)."""
+        def on_signal(signum, _frame) -> None:
+            if self.interrupted.is_set():
+                return
+            self.interrupted.set()
+            print(f"{prog}: {signal.Signals(signum).name}: stopping every pytest (each takes "
+                  f"its cluster down)", file=sys.stderr, flush=True)
+            self.stopper = threading.Thread(target=self.interrupt, daemon=True)
+            self.stopper.start()
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+            if self.stopper is not None:
+                self.stopper.join()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    def start(self, tag: str, cmd: list[str], log: Path, cluster: str) -> subprocess.Popen | None:
+        with self.lock:
+            if self.interrupted.is_set():
+                return None
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "w") as out:
+                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            self.running[tag] = (proc, cluster)
+            return proc
+
+    def finished(self, tag: str) -> None:
+        with self.lock:
+            self.running.pop(tag, None)
+
+    def interrupt(self, grace: float | None = None) -> None:
+        """SIGINT to each, wait up to ``grace`` s in all (default STOP_GRACE_S), then SIGKILL
+        the rest's process groups and take their clusters down."""
+        grace = STOP_GRACE_S if grace is None else grace
+        self.interrupted.set()
+        with self.lock:
+            procs = list(self.running.items())
+        for _tag, (proc, _c) in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + grace
+        for tag, (proc, cluster) in procs:
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                print(f"matrix: {tag} did not stop in {grace:.0f}s: SIGKILL, then "
+                      f"clusters down {cluster}", file=sys.stderr, flush=True)
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(10)
+                take_down(cluster)
+
+
+def take_down(cluster: str) -> None:
+    subprocess.run([PY, "-m", "karpenter_e2e.clusters", "down", "--cluster-name", cluster],
+                   stdin=subprocess.DEVNULL, capture_output=True, timeout=180)
+
+
+@dataclass
+class VersionRun:
+    version: str
+    cells: dict[str, Cell]
+    exit: int | None
+    wall_s: float
+    build_s: float
+    log: Path
+    run_dir: Path | None
+    error: str = ""
+
+
+_BUILD_LOCK = threading.Lock()  # one Karpenter build at a time (the cache's file lock, too)
+
+
+def prebuild(version: str) -> float:
+    """The release's binary before its run (one build at a time here; a cached one costs
+    nothing). Returns the seconds it took."""
+    from karpenter_e2e.clusters.local import build
+    with _BUILD_LOCK:
+        t0 = time.monotonic()
+        build.karpenter_binary(version)
+        return time.monotonic() - t0
+
+
+def run_version(version: str, out: Path, scenarios: list[str], children: Children,
+                paths: list[str], args: list[str], prefix: str,
+                build_fn: Callable[[str], float] = prebuild) -> VersionRun:
+    """One release: its build, then one plain pytest on a cluster of its own (``--scenario``
+    ``scenarios``, if any); its cells."""
+    vdir = out / version
+    log = vdir / "pytest.log"
+    try:
+        build_s = build_fn(version)
+    except ClusterError as exc:
+        text = f"build failed: {_first_line(str(exc))}"
+        print(f"matrix: {version}: {text}", file=sys.stderr, flush=True)
+        return VersionRun(version, {}, None, 0.0, 0.0, log, None, text)
+    cluster = cluster_name(prefix, version)
+    cmd = [PY, "-m", "pytest", *paths, "-p", "no:xdist", "-p", "no:cacheprovider", "-v", "-rs",
+           "--cluster-name", cluster, "--karpenter-version", version,
+           "--reports-dir", str(vdir), *(["--scenario", ",".join(scenarios)] if scenarios
+                                         else []), *args]
+    t0 = time.monotonic()
+    proc = children.start(version, cmd, log, cluster)
+    if proc is None:
+        return VersionRun(version, {}, None, 0.0, build_s, log, None, "interrupted")
+    print(f"matrix: {version}: pytest started, its cluster {cluster} (log {log})", flush=True)
+    code = proc.wait()
+    children.finished(version)
+    wall = time.monotonic() - t0
+    latest = vdir / "latest"
+    run_dir = latest.resolve() if latest.exists() else None
+    junit = run_dir / "junit.xml" if run_dir else None
+    cells: dict[str, Cell] = {}
+    error = ""
+    if junit is not None and junit.is_file():
+        try:
+            cells = classify_junit(junit)
+        except ET.ParseError as exc:
+            error = f"unreadable JUnit file {junit}: {exc}"
+    else:
+        error = f"no JUnit file: pytest exited {code}; {_tail(log)}"
+    if children.interrupted.is_set():
+        error = "interrupted"  # the tests it did not finish are "not run"
+    print(f"matrix: {version}: pytest exit {code} in {wall:.0f}s: "
+          f"{_closing_line(log) or error}", flush=True)
+    return VersionRun(version, cells, code, wall, build_s, log, run_dir, error)
+
+
+def _closing_line(log: Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if re.match(r"^=+ .*(passed|failed|skipped|error|no tests ran).* in [\d.]+s", line):
+            return line.strip("= ")
+    return ""
+
+
+def _tail(log: Path) -> str:
+    try:
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:200] if lines else "empty log"
+
+
+def assemble(versions: list[str], scenarios: list[str], runs: dict[str, VersionRun],
+             out: Path) -> Matrix:
+    cells: dict[tuple[str, str], Cell] = {}
+    extra: list[str] = []
+    for v in versions:
+        r = runs.get(v)
+        if r is None:
+            continue
+        for s in scenarios + [s for s in r.cells if s not in scenarios]:
+            cell = r.cells.get(s)
+            if cell is None:
+                if r.error or r.exit not in (0, 1, 5):
+                    cell = Cell("not run" if r.error == "interrupted" else "failed",
+                                r.error or f"no result (pytest exited {r.exit})")
+                else:
+                    continue
+            if cell.timeline:
+                try:
+                    cell.timeline = os.path.relpath(cell.timeline, out)
+                except ValueError:
+                    pass
+            if s not in scenarios and s not in extra:
+                extra.append(s)
+            cells[(s, v)] = cell
+    meta = {"per_version": {
+        v: {"exit": r.exit, "wall_s": round(r.wall_s, 1), "build_s": round(r.build_s, 1),
+            "log": os.path.relpath(r.log, out),
+            "run_dir": os.path.relpath(r.run_dir, out) if r.run_dir else None}
+        for v, r in runs.items()}}
+    return Matrix(versions, scenarios + extra, cells, meta)
+
+
+def run_matrix(versions: list[str], scenarios: list[str], out: Path, jobs: int,
+               paths: list[str], args: list[str], prefix: str,
+               children: Children | None = None) -> dict[str, VersionRun]:
+    """Every version, ``jobs`` at once (builds one at a time), newest first (it is what most
+    scenarios run on, so a harness problem shows early)."""
+    children = children or Children()
+    todo = list(reversed(versions))
+    runs: dict[str, VersionRun] = {}
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while not children.interrupted.is_set():
+            with lock:
+                if not todo:
+                    return
+                v = todo.pop(0)
+            r = run_version(v, out, scenarios, children, paths, args, prefix)
+            with lock:
+                runs[v] = r
+
+    threads = [threading.Thread(target=worker, daemon=True, name=f"matrix-{i}")
+               for i in range(max(1, min(jobs, len(versions))))]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        for t in threads:
+            t.join(0.5)
+    return runs
+
+
+def write(m: Matrix, out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    files = {"json": out / "matrix.json", "markdown": out / "matrix.md",
+             "png": out / "matrix.png"}
+    files["json"].write_text(json.dumps(m.to_json(), indent=1))
+    files["markdown"].write_text(to_markdown(m))
+    try:
+        heatmap(m, files["png"])
+    except Exception as exc:  # noqa: BLE001 - the JSON and Markdown are written regardless
+        print(f"matrix: heat map not drawn: {type(exc).__name__}: {exc} (--render "
+              f"{out} draws it again)", file=sys.stderr)
+    return files
+
+
+def rerender(out: Path) -> Matrix:
+    """``out``/matrix.json again, each release's cells classified anew from its JUnit file
+    where that is still there (a fix to the classification then shows without a run)."""
+    m = Matrix.from_json(json.loads((out / "matrix.json").read_text()))
+    for v, p in (m.meta.get("per_version") or {}).items():
+        junit = out / p["run_dir"] / "junit.xml" if p.get("run_dir") else None
+        if junit is None or not junit.is_file():
+            continue
+        for s, cell in classify_junit(junit).items():
+            if cell.timeline:
+                cell.timeline = os.path.relpath(cell.timeline, out)
+            m.cells[(s, v)] = cell
+            if s not in m.scenarios:
+                m.scenarios.append(s)
+    return m
+
+
+def _point_latest(reports: Path, out: Path, name: str) -> None:
+    latest = reports / name
+    tmp = latest.with_name(f".{name}-{out.name}")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(out.relative_to(reports))
+    os.replace(tmp, latest)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.matrix",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--versions", default="",
+                    help="releases, space or comma separated (default: every release the Go "
+                         "module proxy serves from v1.0 on)")
+    ap.add_argument("--scenarios", default="", help="scenario ids (default: every scenario)")
+    ap.add_argument("--jobs", type=int, default=2, help="versions at once, each on its own "
+                                                        "cluster (default 2)")
+    ap.add_argument("--reports-dir", type=Path, default=Path("reports"))
+    ap.add_argument("--cluster-prefix", default="matrix",
+                    help="each version's cluster is <prefix>-<version> (default matrix)")
+    ap.add_argument("--paths", default="suites", help="what pytest collects (default: suites)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="check the input, print the releases and scenario ids, and stop")
+    ap.add_argument("--render", type=Path, default=None, metavar="DIR",
+                    help="only write DIR's matrix again (matrix.json, .md, .png) from its "
+                         "releases' JUnit files (no run)")
+    ap.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                    help="passed to every version's pytest (after --)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_args(argv)
+    if opts.render is not None:
+        try:
+            m = rerender(opts.render)
+        except (OSError, ValueError, KeyError, TypeError, ET.ParseError) as exc:
+            print(f"matrix: --render {opts.render}: {exc}", file=sys.stderr)
+            return 2
+        files = write(m, opts.render)
+        print(f"matrix: {files['markdown']}, {files['png']}")
+        return 0
+    args = [a for a in opts.pytest_args if a != "--"]
+    paths = opts.paths.split(",")
+    started = time.time()
+    t0 = time.monotonic()
+    stamp = time.strftime("%m%d%H%M%S")
+    out = opts.reports_dir / f"matrix-{stamp}"
+    try:
+        if opts.jobs < 1:
+            raise BadInput(f"--jobs {opts.jobs}: at least 1")
+        try:
+            wanted = split_words(opts.versions) or default_versions()
+        except ClusterError as exc:
+            raise BadInput(str(exc)) from None
+        chosen = check_versions(wanted)
+        out.mkdir(parents=True, exist_ok=True)
+        scenarios = collect_scenarios(chosen[-1], split_words(opts.scenarios), paths, args, out)
+    except BadInput as exc:
+        print(f"matrix: {exc}", file=sys.stderr)
+        if out.is_dir() and not any(p.name != "collected.json" for p in out.iterdir()):
+            shutil.rmtree(out, ignore_errors=True)
+        return 2
+    print(f"matrix: {len(scenarios)} scenario(s) x {len(chosen)} release(s) "
+          f"({' '.join(chosen)}), {opts.jobs} at once; into {out}", flush=True)
+    if opts.dry_run:
+        print(f"matrix: scenarios: {', '.join(scenarios)}")
+        shutil.rmtree(out, ignore_errors=True)
+        return 0
+    children = Children()
+    with children.stopped_by_signals("matrix"):
+        # --scenario only when ids were named: otherwise each version runs the whole suites
+        runs = run_matrix(chosen, scenarios if split_words(opts.scenarios) else [], out,
+                          opts.jobs, paths, args, opts.cluster_prefix, children)
+    m = assemble(chosen, scenarios, runs, out)
+    m.meta.update({"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
+                   "wall_s": round(time.monotonic() - t0, 1), "jobs": opts.jobs,
+                   "command": " ".join(["python -m karpenter_e2e.runners.matrix",
+                                        *(argv if argv is not None else sys.argv[1:])])})
+    n = merge_allure({v: r.run_dir for v, r in runs.items() if r.run_dir}, out / "allure-results")
+    files = write(m, out)
+    _point_latest(opts.reports_dir, out, "matrix-latest")
+    print(files["markdown"].read_text())
+    print(f"matrix: {files['json']}, {files['markdown']}, {files['png']}, "
+          f"{out / 'allure-results'} ({n} results); wall {m.meta['wall_s']:.0f}s", flush=True)
+    if children.interrupted.is_set():
+        return 130
+    return 1 if m.counts()["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
