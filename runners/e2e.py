@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import signal
@@ -244,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("pytest_args", nargs=argparse.REMAINDER,
                     help="passed to every lane's pytest (after --)")
     opts = ap.parse_args(argv)
+    # The lanes' bring-ups log here (a release's cold build says how it is getting on).
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("kubernetes", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     args = _strip_workers([a for a in opts.pytest_args if a != "--"])
     mode = _option(args, "--cluster", "local")
     try:
@@ -270,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
             only.place_plain(t)
         plan = [only]
     base, args = _pop_option(args, "--cluster-name", "karpenter-e2e")
+    # The lanes get node ids already selected: a --scenario filter would then name ids that
+    # are not in a lane's share, which pytest refuses.
+    _, args = _pop_option(args, "--scenario", "")
     print(f"e2e: {len([t for t in tests if not t.skipped])} tests to run"
           f"{f' (shard {opts.shard})' if shard else ''} on {len(plan)} cluster(s): "
           f"{size.why}; planned {lanes.makespan(plan):.0f}s", flush=True)
