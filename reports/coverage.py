@@ -260,13 +260,18 @@ def main(argv: list[str] | None = None) -> int:
     except CoverageError as exc:
         print(f"coverage: {exc}", file=sys.stderr)
         return 2
-    if args.check:
-        if not args.out.is_file() or args.out.read_text() != text:
-            print(f"coverage: {args.out} is stale; run {COMMAND}", file=sys.stderr)
+    return write_or_check(args.out, text, args.check, "coverage", COMMAND)
+
+
+def write_or_check(out: Path, text: str, check: bool, name: str, command: str) -> int:
+    """A generated page: write it, or with ``check`` only say whether it is stale (exit 1)."""
+    if check:
+        if not out.is_file() or out.read_text() != text:
+            print(f"{name}: {out} is stale; run {command}", file=sys.stderr)
             return 1
         return 0
-    args.out.write_text(text)
-    print(f"coverage: wrote {args.out}")
+    out.write_text(text)
+    print(f"{name}: wrote {out}")
     return 0
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from karpenter_e2e.clusters.mutants import MUTANTS_DIR, load
-from karpenter_e2e.reports.coverage import ROOT, SUITES, scan
+from karpenter_e2e.reports.coverage import ROOT, SUITES, scan, write_or_check
 
 OUT = ROOT / "docs" / "scenarios.md"
 COMMAND = "python -m karpenter_e2e.reports.scenarios_page"
@@ -69,16 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
-    text = render()
-    if args.check:
-        if not args.out.is_file() or args.out.read_text() != text:
-            print(f"scenarios: {args.out} is stale; run {COMMAND}", file=sys.stderr)
-            return 1
-        return 0
-    args.out.write_text(text)
-    print(f"scenarios: wrote {args.out}")
-    return 0
-
+    return write_or_check(args.out, render(), args.check, "scenarios", COMMAND)
 
 if __name__ == "__main__":
     sys.exit(main())
