@@ -104,11 +104,18 @@ class Proc:
 
     def _copy_output(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
+        terminal = True
         with open(self.log, "w") as keep:
             for line in self.proc.stdout:
                 keep.write(line)
-                sys.stdout.write(f"{self.tag} {line}")
-                sys.stdout.flush()
+                if terminal:
+                    try:
+                        sys.stdout.write(f"{self.tag} {line}")
+                        sys.stdout.flush()
+                    except (BrokenPipeError, ValueError):
+                        # Whoever read our output is gone. Keep draining into the log: a lane
+                        # blocked on a full pipe would never reach its teardown.
+                        terminal = False
 
     def done(self) -> bool:
         if self.proc is None or self.proc.poll() is None:

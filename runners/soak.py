@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 CLOSING = re.compile(r"=+ (.*(?:passed|failed|errors?|skipped|no tests ran).* in [\d.]+s.*?) =+$")
+STOPPED: list[int] = []  # signals received: no further run starts
 FAILED = re.compile(r"^(?:\[[^\]]+\] )?(?:FAILED|ERROR) (\S+)")
 
 
@@ -41,15 +43,27 @@ def run_once(cmd: list[str], log: Path) -> dict:
     closing, failed = "", []
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, start_new_session=True)
         assert proc.stdout is not None
-        for line in proc.stdout:
-            out.write(line)
-            if m := CLOSING.search(line.strip()):
-                closing = m.group(1)
-            if m := FAILED.match(line):
-                failed.append(m.group(1))
-        rc = proc.wait()
+
+        def stop(signum, _frame) -> None:
+            # The run takes its clusters down on SIGINT; dying first would orphan it.
+            STOPPED.append(signum)
+            if proc.poll() is None:  # the group: `make` hands no signal on to its recipe
+                os.killpg(proc.pid, signal.SIGINT)
+
+        old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for line in proc.stdout:
+                out.write(line)
+                if m := CLOSING.search(line.strip()):
+                    closing = m.group(1)
+                if m := FAILED.match(line):
+                    failed.append(m.group(1))
+            rc = proc.wait()
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
     done.set()
     return {"rc": rc, "wall": time.monotonic() - t0, "closing": closing or "(no closing line)",
             "failed": sorted(set(failed)), "load_start": start_load, "load_end": _load(),
@@ -76,8 +90,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"Machine: {os.cpu_count()} cores; load = 1-minute load average.\n\n"
                       "| run | exit | wall s | closing line | failed | load start/peak/end |\n"
                       "|---|---|---|---|---|---|\n")
-    green = 0
+    green = ran = 0
     for n in range(1, opts.runs + 1):
+        if STOPPED:
+            break
+        ran = n
         r = run_once(cmd, logs / f"run-{n:02d}.log")
         green += r["rc"] == 0
         row = (f"| {n} | {r['rc']} | {r['wall']:.0f} | {r['closing']} | "
@@ -87,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(row)
         print(f"soak: run {n}/{opts.runs}: exit {r['rc']} in {r['wall']:.0f}s: {r['closing']}"
               f"{' FAILED ' + ', '.join(r['failed']) if r['failed'] else ''}", flush=True)
+    if STOPPED:
+        with open(report, "a") as fh:
+            fh.write(f"\nInterrupted by {signal.Signals(STOPPED[0]).name} in run {ran}.\n")
+        print(f"soak: interrupted in run {ran}; {green} of {ran} runs green; {report}")
+        return 130
     with open(report, "a") as fh:
         fh.write(f"\n{green} of {opts.runs} runs green.\n")
     print(f"soak: {green} of {opts.runs} runs green; {report}")
