@@ -32,6 +32,7 @@ from pathlib import Path
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.local import versions as local_versions
 from karpenter_e2e.runners import matrix
+from karpenter_e2e.runners.children import Children
 from karpenter_e2e.runners.matrix import BadInput, Cell
 
 ROOTS = ("pkg", "kwok")
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"bisect: {opts.scenario} on {len(versions)} served releases {versions[0]} .. "
           f"{versions[-1]}: {' '.join(versions)}; into {out}", flush=True)
-    children = matrix.Children()
+    children = Children()
 
     def run(version: str) -> Cell:
         r = matrix.run_version(version, out, [opts.scenario], children, paths, args,

@@ -22,8 +22,6 @@ import json
 import logging
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -31,10 +29,11 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.local import build
 from karpenter_e2e.runners import lanes, machine, merge, usage
+from karpenter_e2e.runners.children import STOP_GRACE_S, Child, Children
+from karpenter_e2e.runners.collect import CollectFailed, plan
 from karpenter_e2e.runners.lanes import Lane, PlannedTest
 
 PY = sys.executable
-STOP_GRACE_S = 120  # a lane's teardown after Ctrl-C (measured: seconds; bounded here)
 
 
 def _strip_workers(args: list[str]) -> list[str]:
@@ -74,65 +73,17 @@ def _pop_option(args: list[str], name: str, default: str) -> tuple[str, list[str
 
 
 def collect(paths: list[str], args: list[str], out: Path) -> list[PlannedTest]:
-    cmd = [PY, "-m", "pytest", *paths, "--collect-only", "-q", "-p", "no:xdist",
-           "--karpenter-e2e-plan", str(out), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if proc.returncode not in (0, 5) or not out.is_file():
-        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
-        raise SystemExit(proc.returncode or 4)
-    return [PlannedTest(**t) for t in json.loads(out.read_text())]
+    try:
+        return [PlannedTest(**t) for t in plan(paths, args, out)]
+    except CollectFailed as exc:
+        sys.stderr.write(exc.output[-8000:])
+        raise SystemExit(exc.code or 4) from None
 
 
-class Proc:
-    """One pytest process of a lane, its output prefixed on our terminal and kept in a file."""
-
-    def __init__(self, tag: str, cmd: list[str], reports: Path):
-        self.tag, self.cmd, self.reports = tag, cmd, reports
-        self.reports.mkdir(parents=True, exist_ok=True)
-        self.log = reports / "pytest.log"
-        self.proc: subprocess.Popen | None = None
-        self.code: int | None = None
-        self._pump: threading.Thread | None = None
-
-    def start(self) -> None:
-        # A session of its own: Ctrl-C reaches the runner, which hands it on once to each.
-        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, text=True, bufsize=1,
-                                     start_new_session=True)
-        self._pump = threading.Thread(target=self._copy_output, daemon=True)
-        self._pump.start()
-
-    def _copy_output(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        terminal = True
-        with open(self.log, "w") as keep:
-            for line in self.proc.stdout:
-                keep.write(line)
-                if terminal:
-                    try:
-                        sys.stdout.write(f"{self.tag} {line}")
-                        sys.stdout.flush()
-                    except (BrokenPipeError, ValueError):
-                        # Whoever read our output is gone. Keep draining into the log: a lane
-                        # blocked on a full pipe would never reach its teardown.
-                        terminal = False
-
-    def done(self) -> bool:
-        if self.proc is None or self.proc.poll() is None:
-            return False
-        if self.code is None:
-            if self._pump is not None:
-                self._pump.join(10)
-            self.code = self.proc.returncode
-        return True
-
-    def signal(self, sig: int) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-
-    def run_dir(self) -> Path | None:
-        latest = self.reports / "latest"
-        return latest.resolve() if latest.exists() else None
+def _run_dir(reports: Path) -> Path | None:
+    """Where a lane's pytest wrote its run (the plugin's ``latest`` link)."""
+    latest = reports / "latest"
+    return latest.resolve() if latest.exists() else None
 
 
 class LaneRun:
@@ -147,17 +98,19 @@ class LaneRun:
         reports = run_dir / "lanes" / f"c{lane.index + 1}"
         self.reports = reports
         own = ["--cluster-name", cluster_name] + (["--keep-cluster"] if cluster_opts else [])
-        self.procs: list[Proc] = []
+        self.procs: list[Child] = []
         if lane.chain:
-            self.procs.append(Proc(f"[c{lane.index + 1} chain]", [
+            self.procs.append(Child(f"[c{lane.index + 1} chain]", [
                 PY, "-m", "pytest", *[t.nodeid for t in lane.chain], "-p", "no:xdist", *own,
-                "--reports-dir", str(reports / "chain"), *args], reports / "chain"))
+                "--reports-dir", str(reports / "chain"), *args], reports / "chain" / "pytest.log",
+                tee=True))
         if lane.plain:
             n = lane.plain_workers
-            self.procs.append(Proc(f"[c{lane.index + 1} plain]", [
+            self.procs.append(Child(f"[c{lane.index + 1} plain]", [
                 PY, "-m", "pytest", *[t.nodeid for t in lane.plain],
                 *(["-n", str(n)] if n > 1 else ["-p", "no:xdist"]), *own,
-                "--reports-dir", str(reports / "plain"), *args], reports / "plain"))
+                "--reports-dir", str(reports / "plain"), *args], reports / "plain" / "pytest.log",
+                tee=True))
         self.usage = usage.LaneUsage(str(build.cache_dir() / "clusters" / cluster_name))
         self.started = self.ended = 0.0
         self.up_s: float | None = None
@@ -186,20 +139,16 @@ class LaneRun:
             print(f"e2e: {self.tag} cluster {self.cluster_name} did not come up: "
                   f"{self.up_error}", file=sys.stderr, flush=True)
 
-    def start(self) -> None:
-        for p in self.procs:
-            p.start()
-        self.usage.pytest_pids = [p.proc.pid for p in self.procs if p.proc]
+    def start(self, children: Children) -> None:
+        # None started once interrupted: the lane then has nothing left to wait for.
+        self.procs = [p for p in self.procs if children.start(p) is not None]
+        self.usage.pytest_pids = [p.pid for p in self.procs if p.pid]
 
     def done(self) -> bool:
-        finished = all(p.done() for p in self.procs) and bool(self.procs)
+        finished = all(p.done() for p in self.procs)
         if finished and not self.ended:
             self.ended = time.monotonic()
         return finished
-
-    def signal(self, sig: int) -> None:
-        for p in self.procs:
-            p.signal(sig)
 
     def take_down(self) -> None:
         if self.backend is not None and not self.cluster_opts.keep_cluster:
@@ -305,18 +254,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
-    interrupted = threading.Event()
+    children = Children(grace=STOP_GRACE_S)
     started_lanes: list[LaneRun] = []
-
-    def on_signal(signum, _frame) -> None:
-        if not interrupted.is_set():
-            interrupted.set()
-            print(f"e2e: {signal.Signals(signum).name}: stopping every lane (each takes its "
-                  f"cluster down)", file=sys.stderr, flush=True)
-            with lock:
-                for r in list(started_lanes):
-                    r.signal(signal.SIGINT)
-
     lock = threading.Lock()
 
     def bring_up_in_turn() -> None:
@@ -324,45 +263,35 @@ def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
         # own cluster is up. All at once was slower: ten kube-apiservers starting together
         # took 49-60 s each on 2 cores, against 6-10 s in turn.
         for r in runs:
-            if interrupted.is_set():
+            if children.interrupted.is_set():
                 return
             r.bring_up()
             with lock:
-                if interrupted.is_set():
+                if children.interrupted.is_set():
                     return
-                r.start()
+                r.start(children)
                 started_lanes.append(r)
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
     sampler = usage.Sampler([r.usage for r in runs]).start()
-    ups = [threading.Thread(target=bring_up_in_turn, daemon=True, name="bring-up")]
-    ups[0].start()
-    deadline = None
+    up = threading.Thread(target=bring_up_in_turn, daemon=True, name="bring-up")
     try:
-        while any(u.is_alive() for u in ups) or any(not r.done() for r in started_lanes):
-            for r in list(started_lanes):
-                if r.backend is not None and r.done():
-                    r.take_down()  # as soon as its tests are over: the others have the cores
-            if interrupted.is_set():
-                deadline = deadline or time.monotonic() + STOP_GRACE_S
-                if time.monotonic() > deadline:
-                    for r in started_lanes:  # a teardown that did not finish in time
-                        r.signal(signal.SIGKILL)
-                    break
-            time.sleep(0.5)
-        for u in ups:
-            u.join(STOP_GRACE_S)
+        with children.stopped_by_signals("e2e"):
+            up.start()
+            while up.is_alive() or any(not r.done() for r in list(started_lanes)):
+                for r in list(started_lanes):
+                    if r.backend is not None and r.done():
+                        r.take_down()  # as soon as its tests are over: the others have the cores
+                time.sleep(0.5)
+            up.join(STOP_GRACE_S)
     finally:
         for r in runs:
             r.done()
             r.take_down()
         sampler.stop()
-        for s, h in old.items():
-            signal.signal(s, h)
     wall = time.monotonic() - started
     procs = [p for r in runs for p in r.procs]
-    dirs = [d for d in (p.run_dir() for p in procs) if d is not None]
+    dirs = [d for d in (_run_dir(p.log.parent) for p in procs) if d is not None]
     totals = merge.merge(dirs, run_dir, wall) if dirs else merge.Totals()
     latest = reports_dir / "latest"
     tmp = latest.with_name(f".latest-{run_dir.name}")
@@ -393,7 +322,7 @@ def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
     print(f"(merged: {run_dir}/junit.xml, allure-results/, summary.md, timelines/; lanes' "
           f"logs in {run_dir}/lanes/)")
     print(f"{'=' * 20} {totals.line(wall)} {'=' * 20}", flush=True)
-    if interrupted.is_set():
+    if children.interrupted.is_set():
         return 130
     codes = [p.code for p in procs]
     bad = [c for c in codes if c not in (0, 5)]

@@ -25,28 +25,26 @@ Exit: 0 every cell passed or skipped; 1 a cell failed; 2 bad input; 130 interrup
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.local import releases, versions as local_versions
+from karpenter_e2e.runners import collect
+from karpenter_e2e.runners.children import Child, Children
 
 PY = sys.executable
-STOP_GRACE_S = 120  # a pytest's teardown after Ctrl-C (it takes its cluster down)
-COLLECT_TIMEOUT_S = 120
 STATUSES = ("passed", "failed", "skipped", "not run")
 
 
@@ -379,19 +377,13 @@ def collect_scenarios(version: str, scenarios: list[str], paths: list[str], args
     """The scenario ids the run will have rows for, from one ``--collect-only`` (no cluster):
     ``scenarios`` in their order if given (an unknown id is the plugin's usage error, as a
     BadInput), else every collected id in suite order."""
-    plan = workdir / "collected.json"
-    cmd = [PY, "-m", "pytest", *paths, "--collect-only", "-q", "-p", "no:xdist",
-           "-p", "no:cacheprovider", "--karpenter-version", version,
-           "--karpenter-e2e-plan", str(plan), *args]
+    args = ["-p", "no:cacheprovider", "--karpenter-version", version, *args]
     if scenarios:
-        cmd += ["--scenario", ",".join(scenarios)]
-    proc = runner(cmd, capture_output=True, text=True, timeout=COLLECT_TIMEOUT_S)
-    if proc.returncode not in (0, 5) or not plan.is_file():
-        out = (proc.stderr or "") + (proc.stdout or "")
-        errors = [ln.strip() for ln in out.splitlines() if "error" in ln.lower()]
-        raise BadInput((errors[-1] if errors else out.strip()[-600:]) or
-                       f"collection failed (exit {proc.returncode})")
-    tests = json.loads(plan.read_text())
+        args += ["--scenario", ",".join(scenarios)]
+    try:
+        tests = collect.plan(paths, args, workdir / "collected.json", runner=runner)
+    except collect.CollectFailed as exc:
+        raise BadInput(exc.error_line()) from None
     found: list[str] = []
     order = sorted(tests, key=lambda t: t["nodeid"].split("::")[0])  # by suite file
     for t in order:
@@ -408,79 +400,6 @@ def cluster_name(prefix: str, version: str) -> str:
 
 
 # ---- running -------------------------------------------------------------------------------
-class Children:
-    """The pytest processes running now, each in a session of its own; Ctrl-C hands each one
-    SIGINT once, waits for their teardowns, then kills what is left and takes its cluster
-    down."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running: dict[str, tuple[subprocess.Popen, str]] = {}  # tag -> (proc, cluster)
-        self.interrupted = threading.Event()
-        self.stopper: threading.Thread | None = None
-
-    @contextlib.contextmanager
-    def stopped_by_signals(self, prog: str) -> Iterator[None]:
-        """While in it, the first SIGINT or SIGTERM runs ``interrupt`` in a thread (later ones
-        are ignored); on the way out, waits for that to finish (teardowns, clusters down)."""
-        def on_signal(signum, _frame) -> None:
-            if self.interrupted.is_set():
-                return
-            self.interrupted.set()
-            print(f"{prog}: {signal.Signals(signum).name}: stopping every pytest (each takes "
-                  f"its cluster down)", file=sys.stderr, flush=True)
-            self.stopper = threading.Thread(target=self.interrupt, daemon=True)
-            self.stopper.start()
-
-        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-            if self.stopper is not None:
-                self.stopper.join()
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-
-    def start(self, tag: str, cmd: list[str], log: Path, cluster: str) -> subprocess.Popen | None:
-        with self.lock:
-            if self.interrupted.is_set():
-                return None
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with open(log, "w") as out:
-                proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
-            self.running[tag] = (proc, cluster)
-            return proc
-
-    def finished(self, tag: str) -> None:
-        with self.lock:
-            self.running.pop(tag, None)
-
-    def interrupt(self, grace: float | None = None) -> None:
-        """SIGINT to each, wait up to ``grace`` s in all (default STOP_GRACE_S), then SIGKILL
-        the rest's process groups and take their clusters down."""
-        grace = STOP_GRACE_S if grace is None else grace
-        self.interrupted.set()
-        with self.lock:
-            procs = list(self.running.items())
-        for _tag, (proc, _c) in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + grace
-        for tag, (proc, cluster) in procs:
-            try:
-                proc.wait(max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                print(f"matrix: {tag} did not stop in {grace:.0f}s: SIGKILL, then "
-                      f"clusters down {cluster}", file=sys.stderr, flush=True)
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait(10)
-                take_down(cluster)
-
-
 def take_down(cluster: str) -> None:
     subprocess.run([PY, "-m", "karpenter_e2e.clusters", "down", "--cluster-name", cluster],
                    stdin=subprocess.DEVNULL, capture_output=True, timeout=180)
@@ -530,12 +449,11 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
            "--reports-dir", str(vdir), *(["--scenario", ",".join(scenarios)] if scenarios
                                          else []), *args]
     t0 = time.monotonic()
-    proc = children.start(version, cmd, log, cluster)
-    if proc is None:
+    print(f"matrix: {version}: pytest starts, its cluster {cluster} (log {log})", flush=True)
+    code = children.run(Child(f"matrix: {version}", cmd, log,
+                              on_kill=lambda: take_down(cluster)))
+    if code is None:
         return VersionRun(version, {}, None, 0.0, build_s, log, None, "interrupted")
-    print(f"matrix: {version}: pytest started, its cluster {cluster} (log {log})", flush=True)
-    code = proc.wait()
-    children.finished(version)
     wall = time.monotonic() - t0
     latest = vdir / "latest"
     run_dir = latest.resolve() if latest.exists() else None

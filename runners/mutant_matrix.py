@@ -18,7 +18,6 @@ import argparse
 import json
 import logging
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.local import build
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.runners import lanes
+from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 
 log = logging.getLogger("karpenter_e2e.mutants")
 
@@ -134,7 +134,7 @@ class Matrix:
                                                         + (" ".join(m.setup) or "plain"), "control"))
             ctl.claimed = sorted({*ctl.claimed, *m.scenarios})
         self._print = threading.Lock()
-        self.children: list[subprocess.Popen] = []
+        self.children = Children()
 
     def say(self, text: str) -> None:
         with self._print:
@@ -201,18 +201,15 @@ class Matrix:
             cmd += list(mutant.fault)
         self.say(f"running {row.name}: {', '.join(row.claimed)}")
         started = time.monotonic()
-        with open(run_dir / "pytest.log", "w") as logf:
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, preexec_fn=_interruptible)
-            self.children.append(proc)
-            try:
-                row.rc = proc.wait(timeout=CHILD_DEADLINE_S)
-            except subprocess.TimeoutExpired:
-                stop_child(proc)  # SIGINT: pytest tears its cluster down
-                row.rc = -1
-                row.error = f"its run did not finish in {CHILD_DEADLINE_S}s (see {run_dir})"
-            finally:
-                self.children.remove(proc)
+        try:
+            rc = self.children.run(Child(row.name, cmd, run_dir / "pytest.log", cwd=ROOT),
+                                   timeout=CHILD_DEADLINE_S)
+            row.rc = -1 if rc is None else rc
+            if rc is None:
+                row.error = "interrupted before it started"
+        except subprocess.TimeoutExpired:  # stopped: SIGINT, and pytest tore its cluster down
+            row.rc = -1
+            row.error = f"its run did not finish in {CHILD_DEADLINE_S}s (see {run_dir})"
         row.run_s = round(time.monotonic() - started, 1)
         lines = [json.loads(x) for x in outcomes.read_text().splitlines()] if outcomes.exists() else []
         row.cells = {s: classify(lines, s) for s in row.claimed}
@@ -239,8 +236,7 @@ class Matrix:
             # Ctrl-C or SIGTERM: queued runs never start, running ones are interrupted
             # (each tears its own cluster down), and only then does the matrix return.
             pool.shutdown(wait=False, cancel_futures=True)
-            for proc in list(self.children):
-                stop_child(proc)
+            self.children.interrupt()
             pool.shutdown(wait=True)
             raise
         pool.shutdown()
@@ -260,23 +256,6 @@ class Matrix:
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "controls": [asdict(c) for c in self.controls.values()],
                 "mutants": [asdict(r) for r in rows]}
-
-
-def _interruptible() -> None:
-    # A matrix started in the background (nohup, `cmd &`) ignores SIGINT, and children
-    # inherit that; stop_child's SIGINT must still make pytest tear its cluster down.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def stop_child(proc: subprocess.Popen, grace: float = 120) -> None:
-    """Interrupt a child pytest like Ctrl-C (it takes its cluster down), then make sure."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def markdown(result: dict) -> str:
@@ -397,8 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = sorted({s for m in selected for s in m.scenarios})
     print(f"mutant matrix ({args.cluster} mode): {len(selected)} mutants, scenarios "
           f"{', '.join(scenarios)}, {matrix.jobs} at a time", flush=True)
-    # SIGTERM (a CI timeout, kill) ends the matrix the way Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    sigterm_as_ctrl_c()
     try:
         matrix.run()
     except KeyboardInterrupt:

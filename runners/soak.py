@@ -13,15 +13,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from karpenter_e2e.runners.children import Child, Children
+
 CLOSING = re.compile(r"=+ (.*(?:passed|failed|errors?|skipped|no tests ran).* in [\d.]+s.*?) =+$")
-STOPPED: list[int] = []  # signals received: no further run starts
+STOPPED: list[int] = []  # set once interrupted: no further run starts
 FAILED = re.compile(r"^(?:\[[^\]]+\] )?(?:FAILED|ERROR) (\S+)")
 
 
@@ -41,33 +41,23 @@ def run_once(cmd: list[str], log: Path) -> dict:
     start_load, t0 = _load(), time.monotonic()
     sampler.start()
     closing, failed = "", []
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        assert proc.stdout is not None
 
-        def stop(signum, _frame) -> None:
-            # The run takes its clusters down on SIGINT; dying first would orphan it.
-            STOPPED.append(signum)
-            if proc.poll() is None:  # the group: `make` hands no signal on to its recipe
-                os.killpg(proc.pid, signal.SIGINT)
+    def read(line: str) -> None:
+        nonlocal closing
+        if m := CLOSING.search(line.strip()):
+            closing = m.group(1)
+        if m := FAILED.match(line):
+            failed.append(m.group(1))
 
-        old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            for line in proc.stdout:
-                out.write(line)
-                if m := CLOSING.search(line.strip()):
-                    closing = m.group(1)
-                if m := FAILED.match(line):
-                    failed.append(m.group(1))
-            rc = proc.wait()
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
+    children = Children()
+    with children.stopped_by_signals("soak"):  # the run takes its clusters down first
+        rc = children.run(Child("soak", cmd, log, on_line=read))
+    if children.interrupted.is_set():
+        STOPPED.append(1)
     done.set()
-    return {"rc": rc, "wall": time.monotonic() - t0, "closing": closing or "(no closing line)",
-            "failed": sorted(set(failed)), "load_start": start_load, "load_end": _load(),
-            "load_peak": peak[0]}
+    return {"rc": 130 if rc is None else rc, "wall": time.monotonic() - t0,
+            "closing": closing or "(no closing line)", "failed": sorted(set(failed)),
+            "load_start": start_load, "load_end": _load(), "load_peak": peak[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{' FAILED ' + ', '.join(r['failed']) if r['failed'] else ''}", flush=True)
     if STOPPED:
         with open(report, "a") as fh:
-            fh.write(f"\nInterrupted by {signal.Signals(STOPPED[0]).name} in run {ran}.\n")
+            fh.write(f"\nInterrupted (SIGINT or SIGTERM) in run {ran}.\n")
         print(f"soak: interrupted in run {ran}; {green} of {ran} runs green; {report}")
         return 130
     with open(report, "a") as fh:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -26,6 +25,7 @@ from pathlib import Path
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.local import build, releases, versions
+from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
@@ -140,21 +140,19 @@ def pytest(args: list[str], log: Path) -> int:
 
 def pytest_together(runs: list[tuple[list[str], Path]]) -> list[int]:
     """Start every pytest run at once and wait for all; their exit codes, in order."""
-    procs = []
+    children = Children()
+    kids = []
     try:
         for args, log in runs:
             cmd = [sys.executable, "-m", "pytest", *args]
             print("$", " ".join(cmd), flush=True)
-            with open(log, "w") as out:
-                procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=out,
-                                              stderr=subprocess.STDOUT))
-        return [p.wait() for p in procs]
-    finally:  # Ctrl-C reaches the children too (one process group): let them clean up
-        for p in procs:
-            try:
-                p.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                p.kill()
+            kid = children.start(Child(log.stem, cmd, log, cwd=ROOT))
+            assert kid is not None  # nothing interrupts this group but the except below
+            kids.append(kid)
+        return [k.wait() for k in kids]
+    except BaseException:  # Ctrl-C, SIGTERM: each pytest takes its cluster down first
+        children.interrupt()
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    sigterm_as_ctrl_c()
     fresh = ["--cluster", args.cluster, "-p", "no:cacheprovider",
              "--alluredir", str(args.out / "allure-results")]
     common = [*fresh, "--cluster-name", args.cluster_name, "--keep-cluster"]

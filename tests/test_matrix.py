@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from karpenter_e2e.clusters.local import releases
 from karpenter_e2e.runners import matrix
+from karpenter_e2e.runners.children import Children
 from karpenter_e2e.runners.matrix import BadInput, Cell, Matrix
 
 SERVED = ["v1.0.8", "v1.1.5", "v1.5.5", "v1.6.4", "v1.9.0", "v1.12.1", "v1.14.3", "v1.15.0"]
@@ -270,7 +270,7 @@ def test_a_version_that_does_not_build_fails_its_cells(tmp_path):
 
     def no_build(_v):
         raise ClusterError("go build failed\n./x.go:1: syntax error")
-    r = matrix.run_version("v1.9.0", tmp_path, ["limits"], matrix.Children(), ["suites"], [],
+    r = matrix.run_version("v1.9.0", tmp_path, ["limits"], Children(), ["suites"], [],
                            "matrix-dev", build_fn=no_build)
     m = matrix.assemble(["v1.9.0"], ["limits", "provisioning"], {"v1.9.0": r}, tmp_path)
     assert m.cell("limits", "v1.9.0") == Cell("failed", "build failed: go build failed")
@@ -278,7 +278,7 @@ def test_a_version_that_does_not_build_fails_its_cells(tmp_path):
 
 
 def test_an_interrupted_version_leaves_its_unfinished_cells_not_run(tmp_path):
-    children = matrix.Children()
+    children = Children()
     children.interrupted.set()
     r = matrix.run_version("v1.15.0", tmp_path, ["limits"], children, ["suites"], [],
                            "matrix-dev", build_fn=lambda _v: 0.0)
@@ -289,59 +289,6 @@ def test_an_interrupted_version_leaves_its_unfinished_cells_not_run(tmp_path):
 def test_cluster_names():
     assert matrix.cluster_name("matrix", "v1.12.1") == "matrix-v1-12-1"
     assert matrix.cluster_name("matrix-dev", "v1.0.8") == "matrix-dev-v1-0-8"
-
-
-CHILD = """
-import signal, sys, time
-if sys.argv[1] == "stops":
-    signal.signal(signal.SIGINT, lambda *a: sys.exit(3))
-else:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-print("ready", flush=True)
-time.sleep(60)
-"""
-
-
-def test_ctrl_c_stops_every_child_then_kills_and_takes_down_the_rest(tmp_path, monkeypatch):
-    downs = []
-    monkeypatch.setattr(matrix, "take_down", downs.append)
-    children = matrix.Children()
-    procs = {}
-    for kind in ("stops", "ignores"):
-        log = tmp_path / f"{kind}.log"
-        procs[kind] = children.start(kind, [sys.executable, "-c", CHILD, kind], log,
-                                     f"matrix-dev-{kind}")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not all(
-            "ready" in (tmp_path / f"{k}.log").read_text() for k in procs):
-        time.sleep(0.05)
-    t0 = time.monotonic()
-    children.interrupt(grace=2)
-    assert time.monotonic() - t0 < 10
-    assert procs["stops"].returncode == 3  # its SIGINT handler ran (pytest's teardown)
-    assert procs["ignores"].returncode == -9  # killed once the grace was over
-    assert downs == ["matrix-dev-ignores"]
-    assert children.start("late", [sys.executable, "-c", "pass"], tmp_path / "l.log", "x") is None
-
-
-def test_the_first_sigint_stops_the_children_and_the_way_out_waits_for_it(tmp_path, monkeypatch):
-    import os
-    import signal
-    downs = []
-    monkeypatch.setattr(matrix, "take_down", downs.append)
-    monkeypatch.setattr(matrix, "STOP_GRACE_S", 2)
-    children = matrix.Children()
-    log = tmp_path / "c.log"
-    proc = children.start("c", [sys.executable, "-c", CHILD, "ignores"], log, "matrix-dev-c")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and "ready" not in log.read_text():
-        time.sleep(0.05)
-    with children.stopped_by_signals("matrix"):
-        os.kill(os.getpid(), signal.SIGINT)
-        os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C changes nothing
-        proc.wait(20)
-    assert proc.returncode == -9 and downs == ["matrix-dev-c"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_versions_run_jobs_at_once_newest_first(monkeypatch, tmp_path):

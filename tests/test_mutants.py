@@ -258,14 +258,11 @@ def test_the_aws_sim_matrix_names_its_clusters_and_passes_the_mode(tmp_path, mon
     matrix = mutant_matrix.Matrix([m], tmp_path, 1, [], mode="aws-sim")
     seen = {}
 
-    class Child:
-        def __init__(self, cmd, **kw):
-            seen["cmd"] = cmd
+    def run(child, timeout=None):
+        seen["cmd"] = child.cmd
+        return 1
 
-        def wait(self, timeout):
-            return 1
-
-    monkeypatch.setattr(mutant_matrix.subprocess, "Popen", Child)
+    monkeypatch.setattr(matrix.children, "run", run)
     matrix.run_one(matrix.rows[m.name], m)
     cmd = seen["cmd"]
     assert cmd[cmd.index("--cluster") + 1] == "aws-sim"
