@@ -140,10 +140,12 @@ mutants: setup
 VERSIONS ?=
 SCENARIOS ?=
 MATRIX_JOBS ?= 2
+MATRIX_LANES ?=
 MATRIX_ARGS ?=
 matrix: setup
 	$(PY) -m karpenter_e2e.runners.matrix $(if $(VERSIONS),--versions "$(VERSIONS)") \
 		$(if $(SCENARIOS),--scenarios "$(SCENARIOS)") --jobs $(MATRIX_JOBS) --reports-dir reports \
+		$(if $(MATRIX_LANES),--lanes $(MATRIX_LANES)) \
 		$(MATRIX_ARGS) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 ## bisect: the first release from GOOD to BAD where SCENARIO fails (binary search over the served

@@ -432,9 +432,10 @@ def prebuild(version: str) -> float:
 
 def run_version(version: str, out: Path, scenarios: list[str], children: Children,
                 paths: list[str], args: list[str], prefix: str,
-                build_fn: Callable[[str], float] = prebuild) -> VersionRun:
+                build_fn: Callable[[str], float] = prebuild, lanes: int = 0) -> VersionRun:
     """One release: its build, then one plain pytest on a cluster of its own (``--scenario``
-    ``scenarios``, if any); its cells."""
+    ``scenarios``, if any), or with ``lanes`` the `make e2e` runner on that many clusters;
+    its cells."""
     vdir = out / version
     log = vdir / "pytest.log"
     try:
@@ -444,14 +445,24 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
         print(f"matrix: {version}: {text}", file=sys.stderr, flush=True)
         return VersionRun(version, {}, None, 0.0, 0.0, log, None, text)
     cluster = cluster_name(prefix, version)
-    cmd = [PY, "-m", "pytest", *paths, "-p", "no:xdist", "-p", "no:cacheprovider", "-v", "-rs",
-           "--cluster-name", cluster, "--karpenter-version", version,
-           "--reports-dir", str(vdir), *(["--scenario", ",".join(scenarios)] if scenarios
-                                         else []), *args]
+    chosen = ["--karpenter-version", version,
+              *(["--scenario", ",".join(scenarios)] if scenarios else []), *args]
+    if lanes:
+        # The default run's layout (serial lanes for the disruption scenarios), so a cell
+        # differs from the nightly's only by the release. Its lanes are <cluster>-cN.
+        cmd = [PY, "-m", "karpenter_e2e.runners.e2e", "--clusters", str(lanes),
+               "--reports-dir", str(vdir), "--", "-p", "no:cacheprovider", "-v", "-rs",
+               "--cluster-name", cluster, *chosen]
+        clusters = [f"{cluster}-c{i}" for i in range(1, lanes + 1)] + [cluster]
+    else:
+        cmd = [PY, "-m", "pytest", *paths, "-p", "no:xdist", "-p", "no:cacheprovider", "-v",
+               "-rs", "--cluster-name", cluster, "--reports-dir", str(vdir), *chosen]
+        clusters = [cluster]
     t0 = time.monotonic()
-    print(f"matrix: {version}: pytest starts, its cluster {cluster} (log {log})", flush=True)
+    print(f"matrix: {version}: {'lanes' if lanes else 'pytest'} start, cluster {cluster} "
+          f"(log {log})", flush=True)
     code = children.run(Child(f"matrix: {version}", cmd, log,
-                              on_kill=lambda: take_down(cluster)))
+                              on_kill=lambda: [take_down(c) for c in clusters]))
     if code is None:
         return VersionRun(version, {}, None, 0.0, build_s, log, None, "interrupted")
     wall = time.monotonic() - t0
@@ -527,7 +538,7 @@ def assemble(versions: list[str], scenarios: list[str], runs: dict[str, VersionR
 
 def run_matrix(versions: list[str], scenarios: list[str], out: Path, jobs: int,
                paths: list[str], args: list[str], prefix: str,
-               children: Children | None = None) -> dict[str, VersionRun]:
+               children: Children | None = None, lanes: int = 0) -> dict[str, VersionRun]:
     """Every version, ``jobs`` at once (builds one at a time), newest first (it is what most
     scenarios run on, so a harness problem shows early)."""
     children = children or Children()
@@ -541,7 +552,7 @@ def run_matrix(versions: list[str], scenarios: list[str], out: Path, jobs: int,
                 if not todo:
                     return
                 v = todo.pop(0)
-            r = run_version(v, out, scenarios, children, paths, args, prefix)
+            r = run_version(v, out, scenarios, children, paths, args, prefix, lanes=lanes)
             with lock:
                 runs[v] = r
 
@@ -603,6 +614,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--scenarios", default="", help="scenario ids (default: every scenario)")
     ap.add_argument("--jobs", type=int, default=2, help="versions at once, each on its own "
                                                         "cluster (default 2)")
+    ap.add_argument("--lanes", type=int, default=0, metavar="K",
+                    help="run each version as `make e2e` does, on K clusters (serial lanes "
+                         "for the disruption scenarios); with --jobs 1 the whole machine "
+                         "goes to one release at a time (default 0: one plain pytest)")
     ap.add_argument("--reports-dir", type=Path, default=Path("reports"))
     ap.add_argument("--cluster-prefix", default="matrix",
                     help="each version's cluster is <prefix>-<version> (default matrix)")
@@ -637,6 +652,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if opts.jobs < 1:
             raise BadInput(f"--jobs {opts.jobs}: at least 1")
+        if opts.lanes < 0:
+            raise BadInput(f"--lanes {opts.lanes}: 0 (plain pytest) or a number of clusters")
         try:
             wanted = split_words(opts.versions) or default_versions()
         except ClusterError as exc:
@@ -659,10 +676,12 @@ def main(argv: list[str] | None = None) -> int:
     with children.stopped_by_signals("matrix"):
         # --scenario only when ids were named: otherwise each version runs the whole suites
         runs = run_matrix(chosen, scenarios if split_words(opts.scenarios) else [], out,
-                          opts.jobs, paths, args, opts.cluster_prefix, children)
+                          opts.jobs, paths, args, opts.cluster_prefix, children,
+                          lanes=opts.lanes)
     m = assemble(chosen, scenarios, runs, out)
     m.meta.update({"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
                    "wall_s": round(time.monotonic() - t0, 1), "jobs": opts.jobs,
+                   "lanes": opts.lanes,
                    "command": " ".join(["python -m karpenter_e2e.runners.matrix",
                                         *(argv if argv is not None else sys.argv[1:])])})
     n = merge_allure({v: r.run_dir for v, r in runs.items() if r.run_dir}, out / "allure-results")

@@ -295,7 +295,7 @@ def test_versions_run_jobs_at_once_newest_first(monkeypatch, tmp_path):
     import threading
     lock, now, peak, order = threading.Lock(), [0], [0], []
 
-    def fake_run(version, out, scenarios, children, paths, args, prefix):
+    def fake_run(version, out, scenarios, children, paths, args, prefix, **_kw):
         with lock:
             order.append(version)
             now[0] += 1
@@ -323,3 +323,32 @@ def test_dry_run_lists_the_default_releases_and_starts_nothing(served, tmp_path,
     out = capsys.readouterr().out
     assert f"1 scenario(s) x {len(SERVED)} release(s) ({' '.join(SERVED)})" in out
     assert "scenarios: limits" in out and not list(tmp_path.iterdir())
+
+
+def test_with_lanes_a_version_runs_as_make_e2e_does_and_its_lanes_are_cleaned_up(tmp_path):
+    seen = {}
+
+    class Recording(Children):
+        def run(self, child, timeout=None):
+            seen["cmd"], seen["on_kill"] = child.cmd, child.on_kill
+            return 0
+
+    downs = []
+    r = matrix.run_version("v1.12.1", tmp_path, ["limits"], Recording(), ["suites"], [],
+                           "matrix", build_fn=lambda _v: 0.0, lanes=3)
+    cmd = seen["cmd"]
+    assert cmd[1:3] == ["-m", "karpenter_e2e.runners.e2e"]
+    assert cmd[cmd.index("--clusters") + 1] == "3"
+    tail = cmd[cmd.index("--") + 1:]
+    assert tail[tail.index("--cluster-name") + 1] == "matrix-v1-12-1"
+    assert tail[tail.index("--karpenter-version") + 1] == "v1.12.1"
+    assert tail[tail.index("--scenario") + 1] == "limits"
+    original = matrix.take_down
+    matrix.take_down = downs.append
+    try:
+        seen["on_kill"]()
+    finally:
+        matrix.take_down = original
+    assert downs == ["matrix-v1-12-1-c1", "matrix-v1-12-1-c2", "matrix-v1-12-1-c3",
+                     "matrix-v1-12-1"]
+    assert r.error.startswith("no JUnit file")  # nothing ran: no cell is made up
