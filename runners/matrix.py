@@ -461,8 +461,11 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
     t0 = time.monotonic()
     print(f"matrix: {version}: {'lanes' if lanes else 'pytest'} start, cluster {cluster} "
           f"(log {log})", flush=True)
-    code = children.run(Child(f"matrix: {version}", cmd, log,
-                              on_kill=lambda: [take_down(c) for c in clusters]))
+    def take_all_down() -> None:
+        for c in clusters:
+            take_down(c)
+
+    code = children.run(Child(f"matrix: {version}", cmd, log, on_kill=take_all_down))
     if code is None:
         return VersionRun(version, {}, None, 0.0, build_s, log, None, "interrupted")
     wall = time.monotonic() - t0
