@@ -86,7 +86,8 @@ INPUTS: tuple[Input, ...] = (
        "init containers: a pod needs the larger of its biggest init container and its "
        "containers' sum (Karpenter's Ceiling, the kube-scheduler's rule)",
        "pkg/utils/resources/resources.go:Ceiling",
-       f"{SCHED}/scheduler.go:Scheduler.updateCachedPodData"),
+       f"{SCHED}/scheduler.go:Scheduler.updateCachedPodData",
+       proved_by=("init-container-requests-ignored",)),
     _i("pod.sidecarContainers", "pod",
        "sidecar containers (init containers with restartPolicy Always): their requests add "
        "to the containers' for the pod's whole life",
@@ -99,7 +100,8 @@ INPUTS: tuple[Input, ...] = (
        "pkg/scheduling/hostportusage.go:GetHostPorts",
        "pkg/scheduling/hostportusage.go:HostPortUsage.Conflicts",
        f"{SCHED}/existingnode.go:ExistingNode.CanAdd",
-       f"{SCHED}/nodeclaim.go:filterInstanceTypesByRequirements"),
+       f"{SCHED}/nodeclaim.go:filterInstanceTypesByRequirements",
+       proved_by=("host-port-conflicts-ignored",)),
     _i("pod.nodeSelector", "pod",
        "nodeSelector: each label a requirement on the NodeClaim (pool, arch, zone, ...)",
        "pkg/scheduling/requirements.go:newPodRequirements",
@@ -248,7 +250,8 @@ INPUTS: tuple[Input, ...] = (
        f"{SCHED}/scheduler.go:isDaemonPodCompatible"),
     _i("daemonset.tolerations", "daemonset",
        "a DaemonSet's tolerations against the pool's taints: counted only where it tolerates",
-       f"{SCHED}/scheduler.go:isDaemonPodCompatible"),
+       f"{SCHED}/scheduler.go:isDaemonPodCompatible",
+       proved_by=("daemonset-tolerations-ignored",)),
     # --- NodePool fields -----------------------------------------------------------------
     _i("nodepool.template.labels", "nodepool",
        "template metadata.labels: on every NodeClaim and node, and requirements pods select",
@@ -326,7 +329,8 @@ INPUTS: tuple[Input, ...] = (
     _i("nodepool.limits.nodes", "nodepool",
        "limits.nodes on a dynamic pool: no NodeClaim once the pool holds that many nodes",
        f"{SCHED}/scheduler.go:Scheduler.addToNewNodeClaim",
-       "pkg/controllers/nodepool/counter/controller.go:Controller.Reconcile"),
+       "pkg/controllers/nodepool/counter/controller.go:Controller.Reconcile",
+       proved_by=("node-limit-off-by-one",)),
     _i("nodepool.limits.nodes.static", "nodepool",
        "limits.nodes on a static pool (spec.replicas): replicas cut to the limit, also for "
        "repair and drift replacements",
@@ -390,7 +394,8 @@ INPUTS: tuple[Input, ...] = (
     _i("node.doNotDisrupt", "node",
        "the karpenter.sh/do-not-disrupt: \"true\" annotation on the Node (or NodeClaim): the "
        "node is no voluntary disruption candidate",
-       "pkg/controllers/state/statenode.go:StateNode.ValidateNodeDisruptable"),
+       "pkg/controllers/state/statenode.go:StateNode.ValidateNodeDisruptable",
+       proved_by=("node-do-not-disrupt-ignored",)),
     _i("node.taints", "node",
        "taints put on a launched node by someone else (an add-on tainting it NoExecute): "
        "pending pods are not placed there, so Karpenter launches again, and takes back the "

@@ -48,6 +48,15 @@ def consolidatable(claims: list[dict]) -> bool:
                                 for c in claims)
 
 
+def expect_held(expect, timeline, pool, claims: set[str], since: float, what: str) -> None:
+    """Karpenter finds NodeClaims ``claims`` Consolidatable (it would disrupt them), yet adds
+    none and deletes none until HOLD_S after ``since``: ``what`` holds them."""
+    expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
+                                 f"Consolidatable", timeout=HOLD_S)
+    timeline.band(since, since + HOLD_S, f"{what}: nothing disrupted for {HOLD_S}s")
+    expect.consistently_nodeclaims_untouched(pool, claims, since + HOLD_S - time.time())
+
+
 def given_an_emptied_pool(nodepool_factory, inflate_factory, expect, budgets: list[dict],
                           what: str) -> tuple:
     """The budget scenarios' first steps: a WhenEmpty pool (consolidateAfter 0s) with
@@ -172,10 +181,7 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
         scaled = time.time()
 
     with allure.step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
-        expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
-                                     f"Consolidatable", timeout=HOLD_S)
-        timeline.band(scaled, scaled + HOLD_S, f"do-not-disrupt: nothing disrupted for {HOLD_S}s")
-        expect.consistently_nodeclaims_untouched(pool, claims, scaled + HOLD_S - time.time())
+        expect_held(expect, timeline, pool, claims, scaled, "do-not-disrupt")
 
     with allure.step("remove the annotation from the pods"):
         for pod in pods:
@@ -402,3 +408,47 @@ def test_unhealthy_pods_pdb_does_not_hold_a_drifted_node(nodepool_factory, infla
                                      f"replaced")
         expect.eventually_pods_running(inflate, 2)
     timings.record(drifted_to_replaced_s=round(time.time() - drifted, 1))
+
+
+@pytest.mark.scenario("node-do-not-disrupt")
+@pytest.mark.covers("node.doNotDisrupt")
+def test_do_not_disrupt_node_is_kept_until_unannotated(nodepool_factory, inflate_factory, expect,
+                                                       timings, timeline):
+    """An empty node annotated karpenter.sh/do-not-disrupt (on the Node itself, no pod
+    protected): Karpenter finds it Consolidatable and leaves it; annotation removed: it is
+    consolidated within a disruption poll, not before."""
+    with allure.step("given a WhenEmpty pool (consolidateAfter 0s), inflate at 1, its node "
+                     "annotated do-not-disrupt"):
+        pool = nodepool_factory("default", spec={"disruption": EMPTY_AT_ONCE})
+        inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 1)))
+        claims = names(expect.nodeclaims(pool))
+        for node in nodes:  # while its pod runs: not yet a candidate
+            expect.kube.annotate_node(node, DO_NOT_DISRUPT)
+
+    with allure.step("scale inflate to 0"):
+        inflate.scale(0)
+        expect.eventually_pods_running(inflate, 0)
+        emptied = time.time()
+
+    with allure.step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
+        expect_held(expect, timeline, pool, claims, emptied, "node do-not-disrupt")
+
+    with allure.step("remove the annotation from the node"):
+        for node in nodes:
+            expect.kube.annotate_node(node, {"karpenter.sh/do-not-disrupt": None})
+        lifted = time.time()
+
+    with allure.step(f"expect Karpenter to delete the empty node within {ACT_S}s of the removal"):
+        ends = expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S,
+                                           what=f"NodeClaims {sorted(claims)} to be consolidated")
+        timeline.band(lifted - 1, lifted + ACT_S, f"annotation removed: deleted within {ACT_S}s")
+        for end in ends.values():
+            assert end.deleting_at, f"NodeClaim {end.name} gone without a deletion seen: {end}"
+            # deletionTimestamp has 1s resolution.
+            assert lifted - 1 <= end.deleting_at <= lifted + ACT_S, \
+                f"Karpenter deleted NodeClaim {end.name} {end.deleting_at - lifted:+.0f}s from " \
+                f"the annotation's removal (expected 0 .. +{ACT_S}s)"
+        expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
+    timings.record(held_s=round(lifted - emptied, 1),
+                   lifted_to_deleted_s=[round(e.deleting_at - lifted, 1) for e in ends.values()])

@@ -306,3 +306,33 @@ def test_affine_pods_follow_an_existing_pod_to_its_zone(nodepool_factory, inflat
         assert not wrong, f"follower NodeClaims not planned for {zone} only (zone " \
                           f"requirement): {wrong}"
         assert_all_labelled(nodes, ZONE, zone, "followers' nodes")
+
+
+HOST_PORT = [{"containerPort": 8080, "hostPort": 8080, "protocol": "TCP"}]
+
+
+@pytest.mark.scenario("host-ports")
+@pytest.mark.covers("pod.hostPorts")
+def test_pods_asking_one_host_port_get_a_nodeclaim_each(nodepool_factory, inflate_factory, expect):
+    """3 small pods (100m CPU) asking the same hostPort 8080: Karpenter plans 3 NodeClaims,
+    one pod each, where it would otherwise pack all three onto one node."""
+    with allure.step("given the default pool and inflate (100m CPU) asking hostPort 8080"):
+        pool = nodepool_factory("default")
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, cpu="100m",
+                                  ports=HOST_PORT)
+
+    with allure.step("scale inflate to 3"):
+        inflate.scale(3)
+
+    with allure.step("expect Karpenter's plan: 3 NodeClaims, each sized for one pod"):
+        # Read once Karpenter is done, before the pods run: a plan that packed them leaves
+        # two Pending (kube-scheduler keeps one per node), and that must fail here, on the
+        # plan, not on a wait for pods.
+        expect.eventually_settled(pool, inflate)
+        one_pod_per_claim(expect.nodeclaims(pool), 3, "pods asking one hostPort")
+
+    with allure.step("expect the 3 pods Running on 3 nodes Karpenter launched for the pool"):
+        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 3)).values())
+        assert len(nodes) == 3, f"3 pods asking one hostPort on {len(nodes)} nodes"
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        expect.expect_nodes_satisfy(pool, nodes)

@@ -1,15 +1,22 @@
 """Provisioning (workshop 003): Karpenter launches nodes that fit the NodePool, within its limits."""
 
+import time
 from collections import Counter
 
 import allure
 import pytest
 from kubernetes.utils import parse_quantity
 
-from karpenter_e2e.clusters.waits import Observation
+from karpenter_e2e.clusters.waits import TIMEOUTS, Observation
 from karpenter_e2e.fixtures import timings as measure
-from karpenter_e2e.fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, describe_claims
+from karpenter_e2e.fixtures.expect import (
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    describe_claims,
+    describe_pods,
+)
 from karpenter_e2e.fixtures.timings import timestamp
+from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 AWS = "karpenter.k8s.aws"
 ZONE = "topology.kubernetes.io/zone"
@@ -199,6 +206,56 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
     timings.notes["nodepool_status_cpu"] = str(status_cpu)
 
 
+NODE_LIMIT = 2
+NODE_LIMIT_HOLD_S = 30  # a launch past the limit comes with the first batch after scaling (~10s)
+
+
+@pytest.mark.scenario("node-limit")
+@pytest.mark.covers("nodepool.limits.nodes")
+@pytest.mark.karpenter_feature("node-limits")
+def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory, expect, timings,
+                                               timeline):
+    """limits.nodes 2 (cpu out of the way), pods one per node: 2 -> 4 replicas leaves 2 Pending,
+    no third NodeClaim, and Karpenter says the pool's node limit is exhausted."""
+    with allure.step(f"given the default pool with limits nodes {NODE_LIMIT}, cpu 100, and "
+                     f"inflate at {NODE_LIMIT}, one pod per node"):
+        pool = nodepool_factory("default", spec={"limits": {"cpu": "100", "nodes": str(NODE_LIMIT)}})
+        inflate = inflate_factory(replicas=NODE_LIMIT, node_selector=pool.template_labels,
+                                  extra_pod_spec={"affinity": ONE_PER_NODE})
+        expect.eventually_pods_running(inflate, NODE_LIMIT)
+        claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        assert len(claims) == NODE_LIMIT, f"{len(claims)} NodeClaims for {NODE_LIMIT} pods one per " \
+                                          f"node: {sorted(claims)}"
+
+    def at_the_limit() -> Observation:
+        now = expect.nodeclaims(pool)
+        return Observation({c["metadata"]["name"] for c in now} == claims,
+                           f"NodeClaims {describe_claims(now)}")
+
+    with allure.step(f"scale inflate to {2 * NODE_LIMIT}: expect {NODE_LIMIT} Pending and no "
+                     f"NodeClaim added ({NODE_LIMIT_HOLD_S}s)"):
+        inflate.scale(2 * NODE_LIMIT)
+        scaled = time.time()
+
+        def created() -> Observation:  # all of them: the hold counts Pending among all 4
+            pods = expect.live_pods(inflate)
+            return Observation(len(pods) == 2 * NODE_LIMIT, describe_pods(pods))
+
+        expect.eventually(created, f"{2 * NODE_LIMIT} pods of {inflate.name} to be created",
+                          TIMEOUTS.api)
+        timeline.band(scaled, scaled + NODE_LIMIT_HOLD_S, f"limits.nodes {NODE_LIMIT}: no NodeClaim "
+                                                          f"added for {NODE_LIMIT_HOLD_S}s")
+        expect.consistently_pods_pending(inflate, NODE_LIMIT, NODE_LIMIT_HOLD_S, also=at_the_limit)
+
+    with allure.step("expect Karpenter to say the node limit is exhausted, and to count the nodes"):
+        said = expect.eventually_karpenter_says(r"node limits have been exhausted for nodepool",
+                                                namespace=inflate.namespace)
+        counted = expect.nodepool(pool).get("status", {}).get("resources", {}).get("nodes")
+        assert counted == str(NODE_LIMIT), \
+            f"NodePool {pool.name} status.resources.nodes is {counted}, expected {NODE_LIMIT}"
+    timings.notes["karpenter_said"] = said[:200]
+
+
 @pytest.mark.scenario("rightsizing")
 @pytest.mark.covers("pod.requests")
 def test_instance_sizes_fit_the_requests(nodepool_factory, inflate_factory, expect, timings):
@@ -270,4 +327,79 @@ def test_daemonset_requests_are_counted_when_sizing_nodes(nodepool_factory, infl
         assert not short, "NodeClaims sized without the daemon's CPU (requests, pods + daemon): " \
             + ", ".join(f"{n}: {got} < {want}" for n, (got, want) in short.items())
     timings.record(nodes=len(nodes))
+    timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
+
+
+TEAM_TOLERATION = [{"key": "team", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]
+
+
+@pytest.mark.scenario("daemonset-tolerations")
+@pytest.mark.covers("daemonset.tolerations")
+def test_daemonset_is_counted_only_where_it_tolerates_the_taints(nodepool_factory, inflate_factory,
+                                                                 expect, timings):
+    """A pool tainted team=ml:NoSchedule, a DaemonSet asking 1 CPU that tolerates the taint and
+    one asking 3 CPU that does not, then one 1-CPU pod: Karpenter sizes its NodeClaim for the
+    pod and the tolerating daemon only (2 CPU; 5 would count the daemon that cannot run there)."""
+    with allure.step("given the team pool (tainted team=ml:NoSchedule) and two DaemonSets on its "
+                     "nodes, one tolerating the taint (1 CPU), one not (3 CPU)"):
+        pool = nodepool_factory("team")
+        inflate_factory.daemonset("tolerating", cpu="1", node_selector=pool.template_labels,
+                                  tolerations=TEAM_TOLERATION)
+        inflate_factory.daemonset("untolerating", cpu="3", node_selector=pool.template_labels)
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+                                  tolerations=TEAM_TOLERATION)
+
+    with allure.step("scale inflate to 1"):
+        inflate.scale(1)
+        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
+        claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+
+    with allure.step("expect the NodeClaim's requests to hold the pod and the tolerating daemon"):
+        # Karpenter writes what it scheduled onto a NodeClaim as its requests: the pod plus
+        # the daemon pods it counted for that node.
+        cpu = {name: float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"]))
+               for name, c in claims.items()}
+        assert list(cpu.values()) == [2.0], \
+            f"NodeClaim requests (CPU) by node {cpu} for one 1-CPU pod: expected 2 (the pod and " \
+            f"the tolerating 1-CPU daemon; +3 counts the daemon that does not tolerate the taint)"
+    timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
+
+
+INIT_CPU = 3  # the init container's request; the pod's container asks 100m
+
+
+@pytest.mark.scenario("init-containers")
+@pytest.mark.covers("pod.initContainers")
+def test_init_container_requests_size_the_nodeclaim(nodepool_factory, inflate_factory, expect,
+                                                    timings):
+    """A pod whose init container asks 3 CPU and whose container asks 100m: Karpenter sizes
+    its NodeClaim for 3 CPU (the larger of the two, as the kube-scheduler counts), neither
+    for 100m (init containers ignored) nor 3.1 (summed)."""
+    with allure.step(f"given the default pool and inflate (100m CPU) with an init container "
+                     f"asking {INIT_CPU} CPU"):
+        pool = nodepool_factory("default")
+        # The pause image exits at once with -v: an init container that completes anywhere.
+        init = [{"name": "init", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+                 "args": ["-v"], "resources": {"requests": {"cpu": str(INIT_CPU)}}}]
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, cpu="100m",
+                                  extra_pod_spec={"initContainers": init})
+
+    with allure.step("scale inflate to 1"):
+        inflate.scale(1)
+
+    with allure.step(f"expect Karpenter's plan: one NodeClaim requesting {INIT_CPU} CPU"):
+        # Read once Karpenter is done, before the pod runs: a NodeClaim sized for 100m is too
+        # small for the init container, the pod stays Pending, and that must fail here.
+        expect.eventually_settled(pool, inflate)
+        # A NodeClaim's requests are what Karpenter scheduled onto it: here the one pod.
+        cpu = {c["metadata"]["name"]: float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"]))
+               for c in expect.nodeclaims(pool)}
+        assert list(cpu.values()) == [float(INIT_CPU)], \
+            f"NodeClaim requests (CPU) {cpu} for a pod of init {INIT_CPU} CPU and container " \
+            f"0.1 CPU: expected {INIT_CPU} (0.1 ignores the init container, " \
+            f"{INIT_CPU + 0.1} adds it)"
+
+    with allure.step("expect the pod Running on the node Karpenter launched"):
+        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
