@@ -239,8 +239,8 @@ def test_versions_sorted_and_default_from_the_proxy(served):
 
 def test_an_unknown_scenario_is_the_plugins_usage_error(tmp_path):
     def runner(cmd, **_kw):
-        assert "--collect-only" in cmd and cmd[cmd.index("--scenario") + 1] == "nosuch,limits"
-        return subprocess.CompletedProcess(cmd, 4, "", "ERROR: --scenario: no collected test "
+        assert "--collect-only" in cmd and cmd[cmd.index("--karpenter-scenario") + 1] == "nosuch,limits"
+        return subprocess.CompletedProcess(cmd, 4, "", "ERROR: --karpenter-scenario: no collected test "
                                                        "has scenario id nosuch; known: limits\n")
     with pytest.raises(BadInput, match="no collected test has scenario id nosuch"):
         matrix.collect_scenarios("v1.15.0", ["nosuch", "limits"], ["suites"], [], tmp_path,
