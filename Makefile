@@ -74,24 +74,31 @@ durations: setup
 ## nightly: only the nightly-only scenarios (minutes of Karpenter's clock each: chaos);
 ## make e2e skips them, saying so; the nightly workflow and the upgrade gate run them.
 nightly: build
-	$(E2E_RUN) -- -v -o log_cli=true -m nightly --run-nightly $(PYTEST_ARGS)
+	$(E2E_RUN) -- -v -o log_cli=true -m nightly --karpenter-run-nightly $(PYTEST_ARGS)
 
 ## e2e-aws-sim: the suites against Karpenter's real AWS provider and a fake AWS (aws-sim mode)
 e2e-aws-sim: setup
 	$(PY) -m karpenter_e2e.clusters build --cluster aws-sim
-	$(PY) -m pytest suites -v -o log_cli=true --cluster=aws-sim -n 2 --reports-dir reports \
-		$(PYTEST_ARGS)
+	$(PY) -m pytest suites -v -o log_cli=true --karpenter-cluster=aws-sim -n 2 \
+		--karpenter-reports-dir reports $(PYTEST_ARGS)
 
 ## example-plugin: a platform team's project (examples/plugin-project) pip-installs the harness
-## (not editable: the wheel's contents are what is tested) and runs its own scenario against a
-## local cluster the plugin brings up and down
+## (not editable: the wheel's contents are what is tested) beside another Kubernetes pytest
+## plugin whose options once clashed with the harness's (pytest-kind: --cluster-name,
+## --keep-cluster; pytest-helm-charts: --kubeconfig), collects its tests and runs its own
+## scenario against a local cluster the plugin brings up and down. One venv per neighbour:
+## pytest-kind and pytest-helm-charts both register --kubeconfig, so they refuse each other.
 EXAMPLE := examples/plugin-project
+EXAMPLE_NEIGHBOURS ?= pytest-kind==22.11.1 pytest-helm-charts==1.3.5
 example-plugin: build
-	rm -rf $(EXAMPLE)/.venv
-	$(PYTHON) -m venv $(EXAMPLE)/.venv
-	$(EXAMPLE)/.venv/bin/pip install -q .
-	cd $(EXAMPLE) && .venv/bin/python -m pytest -v -o log_cli=true --cluster-name plugin-example \
-		$(PYTEST_ARGS)
+	for neighbour in $(EXAMPLE_NEIGHBOURS); do \
+	  echo "example-plugin: beside $$neighbour"; \
+	  rm -rf $(EXAMPLE)/.venv && $(PYTHON) -m venv $(EXAMPLE)/.venv \
+	  && $(EXAMPLE)/.venv/bin/pip install -q . "$$neighbour" \
+	  && (cd $(EXAMPLE) && .venv/bin/python -m pytest --collect-only -q \
+	      && .venv/bin/python -m pytest -v -o log_cli=true \
+	         --karpenter-cluster-name plugin-example $(PYTEST_ARGS)) || exit 1; \
+	done
 
 ## lint: static checks: ruff (pyflakes, pycodestyle, isort, bugbear, ...), mypy (strict for
 ## clusters.waits, clusters.kube, fixtures.expect) and lint-imports (the layers' contracts);
@@ -162,8 +169,8 @@ bisect: setup
 
 ## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster
 scale: setup
-	$(PY) -m pytest suites/test_scale.py -v -o log_cli=true --run-scale \
-		--reports-dir reports $(PYTEST_ARGS)
+	$(PY) -m pytest suites/test_scale.py -v -o log_cli=true --karpenter-run-scale \
+		--karpenter-reports-dir reports $(PYTEST_ARGS)
 
 ## sweep: delete leftovers of earlier runs older than MAX_AGE (SWEEP_ARGS="--dry-run" to list;
 ## SWEEP_ARGS="--aws-sim NAME" for an aws-sim cluster and its fake AWS)

@@ -8,51 +8,53 @@ from pathlib import Path
 from typing import Any
 
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.flags import cli_flag
 from karpenter_e2e.clusters.local import versions
 
 MODES = ("local", "aws-sim", "kind", "eks")
 
 
-def add_options(add: Callable[..., Any], prefix: str = "--") -> None:
-    """Options shared by the CLI and pytest: ``add`` is argparse's add_argument or
-    pytest's addoption (same signature)."""
-    add(f"{prefix}cluster", dest="cluster", default="local", choices=MODES,
+def add_options(add: Callable[..., Any], flag: Callable[[str], str] = cli_flag) -> None:
+    """Options shared by the CLI and pytest: ``add`` takes an option's short name
+    (flags.adder over argparse's add_argument, flags.plugin_adder over pytest's addoption);
+    ``flag`` names them in the help (pytest: flags.plugin_flag)."""
+    add("cluster", default="local", choices=MODES,
         help="where the suites run: local (default), aws-sim, kind or eks")
-    add(f"{prefix}cluster-name", dest="cluster_name", default="karpenter-e2e",
+    add("cluster-name", default="karpenter-e2e",
         help="local/kind: the cluster's name (its run directory); eks: the EKS cluster name")
-    add(f"{prefix}karpenter-version", dest="karpenter_version", default=versions.KARPENTER,
+    add("karpenter-version", default=versions.KARPENTER,
         help=f"Karpenter version (default {versions.KARPENTER}; local and kind: any release "
              f"the Go module proxy serves from v1.0 on, built on first use)")
-    add(f"{prefix}apiserver-port", dest="apiserver_port", type=int, default=None,
+    add("apiserver-port", type=int, default=None,
         help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
-    add(f"{prefix}catalogue-without", dest="catalogue_without", default=None,
+    add("catalogue-without", default=None,
         help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64")
-    add(f"{prefix}karpenter-patch", dest="karpenter_patch", default=None, metavar="FILE",
+    add("karpenter-patch", default=None, metavar="FILE",
         help="local/kind/aws-sim: run Karpenter built with this mutant patch (mutants/README.md)")
-    add(f"{prefix}kubeconfig", dest="kubeconfig", default=None,
+    add("kubeconfig", default=None,
         help="eks: kubeconfig of the cluster under test (local and kind write their own)")
-    add(f"{prefix}kube-context", dest="kube_context", default=None,
+    add("kube-context", default=None,
         help="eks: kubeconfig context (default: its current context)")
-    add(f"{prefix}eks-opt-in", dest="eks_opt_in", default=None,
+    add("eks-opt-in", default=None,
         help="eks: the cluster's name again, to confirm it may be used (with the "
              "karpenter-e2e-opt-in ConfigMap in kube-system)")
-    add(f"{prefix}region", dest="region", default=os.environ.get("AWS_REGION", "us-west-2"),
+    add("region", default=os.environ.get("AWS_REGION", "us-west-2"),
         help="eks: AWS region")
-    add(f"{prefix}node-role", dest="node_role", default=None,
+    add("node-role", default=None,
         help="eks: IAM role of Karpenter's nodes (default KarpenterNodeRole-<cluster>)")
-    add(f"{prefix}eks-subnet-tag", dest="eks_subnet_tag", default=None,
+    add("eks-subnet-tag", default=None,
         help="eks: karpenter.sh/discovery value of the subnets (default: cluster name)")
-    add(f"{prefix}eks-security-group-tag", dest="eks_security_group_tag", default=None,
+    add("eks-security-group-tag", default=None,
         help="eks: karpenter.sh/discovery value of the security groups (default: cluster name)")
-    add(f"{prefix}karpenter-namespace", dest="karpenter_namespace", default=None,
+    add("karpenter-namespace", default=None,
         help="eks: Karpenter's namespace (default: kube-system, then karpenter)")
-    add(f"{prefix}eks-ami", dest="eks_ami", default="al2023@latest",
+    add("eks-ami", default="al2023@latest",
         help="eks: EC2NodeClass AMI alias or ami-... id")
-    add(f"{prefix}eks-ami-family", dest="eks_ami_family", default="AL2023",
-        help="eks: amiFamily of an --eks-ami ami-... id (AL2023, Bottlerocket, ...)")
-    add(f"{prefix}interruption-queue", dest="interruption_queue", default=None,
+    add("eks-ami-family", default="AL2023",
+        help=f"eks: amiFamily of an {flag('eks-ami')} ami-... id (AL2023, Bottlerocket, ...)")
+    add("interruption-queue", default=None,
         help="eks: Karpenter's interruption SQS queue name (default: cluster name)")
-    add(f"{prefix}kind-image", dest="kind_image", default=None,
+    add("kind-image", default=None,
         help="kind: node image (default: kind's own)")
 
 
@@ -67,30 +69,32 @@ def _catalogue_exclude(opts: Any):
         raise ClusterError(str(exc)) from None
 
 
-def _mutant(opts: Any):
+def _mutant(opts: Any, flag: Callable[[str], str]):
     path = getattr(opts, "karpenter_patch", None)
     if not path:
         return None
     from karpenter_e2e.clusters import mutants
     if not Path(path).is_file():
-        raise ClusterError(f"--karpenter-patch {path}: no such file")
+        raise ClusterError(f"{flag('karpenter-patch')} {path}: no such file")
     mutant = mutants.parse(Path(path))
     if not mutant.runs_in(opts.cluster):
-        raise ClusterError(f"--karpenter-patch {path} patches {mutant.module}, which "
+        raise ClusterError(f"{flag('karpenter-patch')} {path} patches {mutant.module}, which "
                            f"{opts.cluster} mode does not build (aws-sim does)")
     return mutant
 
 
-def create(opts: Any):
+def create(opts: Any, flag: Callable[[str], str] = cli_flag):
+    """The backend ``opts`` choose; ``flag`` names the options in refusals as the caller's
+    command line spells them (the plugin passes flags.plugin_flag)."""
     mode = opts.cluster
     if mode == "local":
         from karpenter_e2e.clusters.local.cluster import LocalCluster
         return LocalCluster(opts.cluster_name, opts.karpenter_version,
                             apiserver_port=getattr(opts, "apiserver_port", None),
-                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts))
+                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag))
     if mode == "aws-sim":
         if getattr(opts, "catalogue_without", None):
-            raise ClusterError("--catalogue-without is for local and kind mode (aws-sim's "
+            raise ClusterError(f"{flag('catalogue-without')} is for local and kind mode (aws-sim's "
                                "instance types are EC2's, as the fake AWS serves them)")
         from karpenter_e2e.clusters.awssim.cluster import AwsSimCluster
         name = opts.cluster_name
@@ -100,18 +104,18 @@ def create(opts: Any):
         return AwsSimCluster(name, opts.karpenter_version,
                              apiserver_port=getattr(opts, "apiserver_port", None),
                              ami=getattr(opts, "eks_ami", None) or "al2023@latest",
-                             mutant=_mutant(opts))
+                             mutant=_mutant(opts, flag))
     if mode == "kind":
         from karpenter_e2e.clusters.kind.cluster import KindCluster
         return KindCluster(opts.cluster_name, opts.karpenter_version,
                            node_image=getattr(opts, "kind_image", None),
-                           catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts))
+                           catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag))
     if mode == "eks":
         if not getattr(opts, "kubeconfig", None):
-            raise ClusterError("--cluster=eks needs --kubeconfig (e.g. from aws eks "
+            raise ClusterError(f"{flag('cluster')}=eks needs {flag('kubeconfig')} (e.g. from aws eks "
                                "update-kubeconfig --name <cluster> --kubeconfig <path>)")
         if getattr(opts, "karpenter_patch", None):
-            raise ClusterError("--karpenter-patch needs a Karpenter the harness builds "
+            raise ClusterError(f"{flag('karpenter-patch')} needs a Karpenter the harness builds "
                                "(local or kind); eks runs the Helm-installed one")
         from karpenter_e2e.clusters.eks.cluster import EksCluster
         return EksCluster(opts.cluster_name, Path(opts.kubeconfig), context=opts.kube_context,
@@ -120,5 +124,5 @@ def create(opts: Any):
                           security_group_tag=opts.eks_security_group_tag,
                           opt_in_name=opts.eks_opt_in,
                           karpenter_namespace=opts.karpenter_namespace, ami=opts.eks_ami,
-                          ami_family=getattr(opts, "eks_ami_family", "AL2023"))
+                          ami_family=getattr(opts, "eks_ami_family", "AL2023"), flag=flag)
     raise ClusterError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")

@@ -8,12 +8,13 @@ import sys
 
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.flags import adder
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters", description=__doc__)
     p.add_argument("command", choices=["up", "down", "status", "logs", "build"])
-    backends.add_options(p.add_argument)
+    backends.add_options(adder(p.add_argument))
     p.add_argument("--reuse", action="store_true", help="up: reuse a healthy running cluster")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from karpenter_e2e.clusters.flags import plugin_flag
+
 TIMEOUT_S = 300  # collection takes about 1.5 s here; past this something hangs
 
 
@@ -25,7 +27,7 @@ class CollectFailed(Exception):
 
 def plan(paths: list[str], args: list[str], out: Path, runner=subprocess.run) -> list[dict]:
     cmd = [sys.executable, "-m", "pytest", *paths, "--collect-only", "-q", "-p", "no:xdist",
-           "--karpenter-e2e-plan", str(out), *args]
+           plugin_flag("karpenter-e2e-plan"), str(out), *args]
     proc = runner(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
     if proc.returncode not in (0, 5) or not out.is_file():  # 5: nothing selected
         raise CollectFailed(proc.returncode, (proc.stderr or "") + (proc.stdout or ""))

@@ -7,7 +7,7 @@
 2. With ``--shard I/N``, keep the I-th duration-balanced slice (N CI jobs run the whole suite).
 3. Deal them to K lanes (runners/lanes.py): longest first, own_karpenter tests on serial lanes.
 4. Run one pytest per lane, each bringing up and taking down its own cluster
-   (``--cluster-name <name>-cN``) with W xdist workers sharing it.
+   (``--karpenter-cluster-name <name>-cN``) with W xdist workers sharing it.
 5. Merge the lanes' reports into one run directory: one JUnit, one Allure results
    directory, one summary, every timeline.
 
@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.local import build
 from karpenter_e2e.runners import lanes, machine, merge, usage
 from karpenter_e2e.runners.children import STOP_GRACE_S, Child, Children
@@ -97,19 +98,20 @@ class LaneRun:
         self.cluster_opts = cluster_opts
         reports = run_dir / "lanes" / f"c{lane.index + 1}"
         self.reports = reports
-        own = ["--cluster-name", cluster_name] + (["--keep-cluster"] if cluster_opts else [])
+        own = [plugin_flag("cluster-name"), cluster_name] + (
+            [plugin_flag("keep-cluster")] if cluster_opts else [])
         self.procs: list[Child] = []
         if lane.chain:
             self.procs.append(Child(f"[c{lane.index + 1} chain]", [
                 PY, "-m", "pytest", *[t.nodeid for t in lane.chain], "-p", "no:xdist", *own,
-                "--reports-dir", str(reports / "chain"), *args], reports / "chain" / "pytest.log",
+                plugin_flag("reports-dir"), str(reports / "chain"), *args], reports / "chain" / "pytest.log",
                 tee=True))
         if lane.plain:
             n = lane.plain_workers
             self.procs.append(Child(f"[c{lane.index + 1} plain]", [
                 PY, "-m", "pytest", *[t.nodeid for t in lane.plain],
                 *(["-n", str(n)] if n > 1 else ["-p", "no:xdist"]), *own,
-                "--reports-dir", str(reports / "plain"), *args], reports / "plain" / "pytest.log",
+                plugin_flag("reports-dir"), str(reports / "plain"), *args], reports / "plain" / "pytest.log",
                 tee=True))
         self.usage = usage.LaneUsage(str(build.cache_dir() / "clusters" / cluster_name))
         self.started = self.ended = 0.0
@@ -128,7 +130,7 @@ class LaneRun:
         from karpenter_e2e.clusters.errors import ClusterError
         opts = argparse.Namespace(**{**vars(self.cluster_opts), "cluster_name": self.cluster_name})
         try:
-            backend = backends.create(opts)
+            backend = backends.create(opts, plugin_flag)  # opts came as pytest args
             self.backend = backend
             backend.up(reuse=bool(opts.keep_cluster))
             self.up_s = time.monotonic() - self.started
@@ -179,8 +181,9 @@ def _cluster_options(args: list[str], mode: str) -> argparse.Namespace | None:
         return None
     from karpenter_e2e.clusters import backends
     p = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
-    backends.add_options(p.add_argument)
-    p.add_argument("--keep-cluster", action="store_true")
+    add = adder(p.add_argument, plugin_flag)  # pytest's flags, the backends' short dests
+    backends.add_options(add, plugin_flag)
+    add("keep-cluster", action="store_true")
     return p.parse_known_args(args)[0]
 
 
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     for noisy in ("kubernetes", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     args = _strip_workers([a for a in opts.pytest_args if a != "--"])
-    mode = _option(args, "--cluster", "local")
+    mode = _option(args, plugin_flag("cluster"), "local")
     try:
         shard = lanes.parse_shard(opts.shard) if opts.shard else None
         size = machine.plan(opts.clusters, opts.workers, mode)
@@ -230,10 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         for t in sorted(tests, key=lambda t: -t.seconds):
             only.place_plain(t)
         plan = [only]
-    base, args = _pop_option(args, "--cluster-name", "karpenter-e2e")
-    # The lanes get node ids already selected: a --scenario filter would then name ids that
-    # are not in a lane's share, which pytest refuses.
-    _, args = _pop_option(args, "--scenario", "")
+    base, args = _pop_option(args, plugin_flag("cluster-name"), "karpenter-e2e")
+    # The lanes get node ids already selected: a --karpenter-scenario filter would then name
+    # ids that are not in a lane's share, which pytest refuses.
+    _, args = _pop_option(args, plugin_flag("scenario"), "")
     print(f"e2e: {len([t for t in tests if not t.skipped])} tests to run"
           f"{f' (shard {opts.shard})' if shard else ''} on {len(plan)} cluster(s): "
           f"{size.why}; planned {lanes.makespan(plan):.0f}s", flush=True)

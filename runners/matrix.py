@@ -5,11 +5,11 @@
 
 1. Check the input within seconds, before any cluster starts: every version with
    releases.check (served by the Go module proxy, v1.0 on); the scenario ids with one
-   ``pytest --collect-only`` (the plugin's own ``--scenario`` error).
+   ``pytest --collect-only`` (the plugin's own ``--karpenter-scenario`` error).
 2. Per version, in turn for the builds (one Karpenter build at a time) and ``--jobs`` at once
-   for the runs: one plain pytest, ``python -m pytest suites -p no:xdist --cluster-name
-   <prefix>-<version> --karpenter-version <v> --reports-dir <out>/<v>``, which brings its own
-   cluster up and takes it down.
+   for the runs: one plain pytest, ``python -m pytest suites -p no:xdist
+   --karpenter-cluster-name <prefix>-<version> --karpenter-version <v>
+   --karpenter-reports-dir <out>/<v>``, which brings its own cluster up and takes it down.
 3. Each version's JUnit file gives its column: per scenario passed; failed (the first line of
    the failing assert, and the timeline picture's path); or skipped (the reason).
 4. Written to ``<reports-dir>/matrix-<stamp>/``: ``matrix.json``, ``matrix.md``,
@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.local import releases, versions as local_versions
 from karpenter_e2e.runners import collect
 from karpenter_e2e.runners.children import Child, Children
@@ -377,9 +378,9 @@ def collect_scenarios(version: str, scenarios: list[str], paths: list[str], args
     """The scenario ids the run will have rows for, from one ``--collect-only`` (no cluster):
     ``scenarios`` in their order if given (an unknown id is the plugin's usage error, as a
     BadInput), else every collected id in suite order."""
-    args = ["-p", "no:cacheprovider", "--karpenter-version", version, *args]
+    args = ["-p", "no:cacheprovider", plugin_flag("karpenter-version"), version, *args]
     if scenarios:
-        args += ["--scenario", ",".join(scenarios)]
+        args += [plugin_flag("scenario"), ",".join(scenarios)]
     try:
         tests = collect.plan(paths, args, workdir / "collected.json", runner=runner)
     except collect.CollectFailed as exc:
@@ -433,9 +434,9 @@ def prebuild(version: str) -> float:
 def run_version(version: str, out: Path, scenarios: list[str], children: Children,
                 paths: list[str], args: list[str], prefix: str,
                 build_fn: Callable[[str], float] = prebuild, lanes: int = 0) -> VersionRun:
-    """One release: its build, then one plain pytest on a cluster of its own (``--scenario``
-    ``scenarios``, if any), or with ``lanes`` the `make e2e` runner on that many clusters;
-    its cells."""
+    """One release: its build, then one plain pytest on a cluster of its own
+    (``--karpenter-scenario`` ``scenarios``, if any), or with ``lanes`` the `make e2e` runner
+    on that many clusters; its cells."""
     vdir = out / version
     log = vdir / "pytest.log"
     try:
@@ -445,22 +446,24 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
         print(f"matrix: {version}: {text}", file=sys.stderr, flush=True)
         return VersionRun(version, {}, None, 0.0, 0.0, log, None, text)
     cluster = cluster_name(prefix, version)
-    chosen = ["--karpenter-version", version,
-              *(["--scenario", ",".join(scenarios)] if scenarios else []), *args]
+    chosen = [plugin_flag("karpenter-version"), version,
+              *([plugin_flag("scenario"), ",".join(scenarios)] if scenarios else []), *args]
     if lanes:
         # The default run's layout (serial lanes for the disruption scenarios), so a cell
         # differs from the nightly's only by the release. Its lanes are <cluster>-cN.
         cmd = [PY, "-m", "karpenter_e2e.runners.e2e", "--clusters", str(lanes),
                "--reports-dir", str(vdir), "--", "-p", "no:cacheprovider", "-v", "-rs",
-               "--cluster-name", cluster, *chosen]
+               plugin_flag("cluster-name"), cluster, *chosen]
         clusters = [f"{cluster}-c{i}" for i in range(1, lanes + 1)] + [cluster]
     else:
         cmd = [PY, "-m", "pytest", *paths, "-p", "no:xdist", "-p", "no:cacheprovider", "-v",
-               "-rs", "--cluster-name", cluster, "--reports-dir", str(vdir), *chosen]
+               "-rs", plugin_flag("cluster-name"), cluster, plugin_flag("reports-dir"),
+               str(vdir), *chosen]
         clusters = [cluster]
     t0 = time.monotonic()
     print(f"matrix: {version}: {'lanes' if lanes else 'pytest'} start, cluster {cluster} "
           f"(log {log})", flush=True)
+
     def take_all_down() -> None:
         for c in clusters:
             take_down(c)
@@ -677,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     children = Children()
     with children.stopped_by_signals("matrix"):
-        # --scenario only when ids were named: otherwise each version runs the whole suites
+        # --karpenter-scenario only when ids were named: otherwise each version runs the whole suites
         runs = run_matrix(chosen, scenarios if split_words(opts.scenarios) else [], out,
                           opts.jobs, paths, args, opts.cluster_prefix, children,
                           lanes=opts.lanes)

@@ -1,7 +1,7 @@
 """Several runs' reports as one: JUnit, Allure results, timings with the summary, timelines.
 
 The runner merges its lanes (one pytest run per cluster) this way, and CI's merge job the
-shards' downloaded run directories. A run directory is what ``--reports-dir`` gives a
+shards' downloaded run directories. A run directory is what ``--karpenter-reports-dir`` gives a
 pytest run (``junit.xml``, ``allure-results/``, ``timings/``, ``timelines/``, ``summary.md``).
 
     python -m karpenter_e2e.runners.merge OUT RUN_DIR [RUN_DIR ...]

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters import mutants as mutants_mod
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.local import build
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.runners import lanes
@@ -43,7 +44,7 @@ CHILD_DEADLINE_S = 1500
 # Provisioning takes 2-5s here (README); a mutant that stops it is caught after 60s, not the
 # suites' default 180s. The controls run with the same deadline, so a kill is never a
 # deadline too short for the unmutated build.
-DEFAULT_PYTEST_ARGS = ("--timeouts=provision=60",)
+DEFAULT_PYTEST_ARGS = (f"{plugin_flag('timeouts')}=provision=60",)
 
 
 def known_scenarios() -> set[str]:
@@ -186,17 +187,17 @@ class Matrix:
         outcomes.unlink(missing_ok=True)
         cluster = f"{'sim-' if self.mode == 'aws-sim' else ''}{self.cluster_prefix}{row.name}"[:40]
         cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider",
-               "-o", "log_cli=false", "-q", "--scenario", ",".join(row.claimed),
-               "--cluster", self.mode, "--cluster-name", cluster, "--outcomes", str(outcomes),
-               "--junitxml", str(run_dir / "junit.xml"),
-               "--summary-file", str(run_dir / "summary.md"),
+               "-o", "log_cli=false", "-q", plugin_flag("scenario"), ",".join(row.claimed),
+               plugin_flag("cluster"), self.mode, plugin_flag("cluster-name"), cluster,
+               plugin_flag("outcomes"), str(outcomes), "--junitxml", str(run_dir / "junit.xml"),
+               plugin_flag("summary-file"), str(run_dir / "summary.md"),
                # A mutant's scenarios run whatever their cost: a nightly-only one too.
-               "--run-nightly", *self.pytest_args]
+               plugin_flag("run-nightly"), *self.pytest_args]
         cmd += list(setup)
         if mutant and mutant.patched:
-            cmd += ["--karpenter-patch", str(mutant.path)]
-            if "--karpenter-version" not in setup:
-                cmd += ["--karpenter-version", mutant.version]
+            cmd += [plugin_flag("karpenter-patch"), str(mutant.path)]
+            if plugin_flag("karpenter-version") not in setup:
+                cmd += [plugin_flag("karpenter-version"), mutant.version]
         if mutant:
             cmd += list(mutant.fault)
         self.say(f"running {row.name}: {', '.join(row.claimed)}")

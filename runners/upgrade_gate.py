@@ -24,6 +24,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.local import build, releases, versions
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 
@@ -193,9 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     sigterm_as_ctrl_c()
-    fresh = ["--cluster", args.cluster, "-p", "no:cacheprovider",
+    f = plugin_flag  # the pytest runs' options (the gate's own keep their names)
+    fresh = [f("cluster"), args.cluster, "-p", "no:cacheprovider",
              "--alluredir", str(args.out / "allure-results")]
-    common = [*fresh, "--cluster-name", args.cluster_name, "--keep-cluster"]
+    common = [*fresh, f("cluster-name"), args.cluster_name, f("keep-cluster")]
     backend = backends.create(argparse.Namespace(
         cluster=args.cluster, cluster_name=args.cluster_name, karpenter_version=args.to_v,
         apiserver_port=None, catalogue_without=None))
@@ -219,29 +221,29 @@ def main(argv: list[str] | None = None) -> int:
             # Up before either run starts (creations take turns); the runs then meet at the
             # barrier (a session may still re-create a cluster it finds unhealthy).
             b.up()
-            measures.append(([*fresh, "--cluster-name", perf_names[v], "--keep-cluster",
+            measures.append(([*fresh, f("cluster-name"), perf_names[v], f("keep-cluster"),
                               "suites/test_scale.py",
-                              "-m", "perf_gate", "--perf-pods", str(args.perf_pods),
-                              "--karpenter-version", v,
-                              "--perf-barrier", str(args.out / "perf-barrier"),
-                              "--perf-parties", "1" if args.perf_serial else "2",
-                              "--reports-dir", str(perf_dir(args.out, v)),
+                              "-m", "perf_gate", f("perf-pods"), str(args.perf_pods),
+                              f("karpenter-version"), v,
+                              f("perf-barrier"), str(args.out / "perf-barrier"),
+                              f("perf-parties"), "1" if args.perf_serial else "2",
+                              f("reports-dir"), str(perf_dir(args.out, v)),
                               "--junitxml", str(args.out / f"perf-{v}.xml")],
                              args.out / f"perf-{v}.log"))
         codes = ([pytest(*m) for m in measures] if args.perf_serial
                  else pytest_together(measures))
         for v, rc in zip(perf_backends, codes, strict=True):
             phases[f"perf on {v}"] = (rc, args.out / f"perf-{v}.xml")
-        upgrade = [*common, "suites/test_upgrade.py", "--karpenter-version", args.from_v,
-                   "--upgrade-to", args.to_v, "--upgrade-window", str(args.window),
+        upgrade = [*common, "suites/test_upgrade.py", f("karpenter-version"), args.from_v,
+                   f("upgrade-to"), args.to_v, f("upgrade-window"), str(args.window),
                    "--junitxml", str(args.out / "upgrade.xml")]
         if args.disrupt:
-            upgrade.append("--upgrade-disrupt")
+            upgrade.append(f("upgrade-disrupt"))
         phases["upgrade"] = (pytest(upgrade, args.out / "upgrade.log"), args.out / "upgrade.xml")
         # The nightly-only scenarios too: a gate is where their minutes are worth spending.
         suites = [*common, "suites", "-m", "not upgrade_gate and not scale and not perf_gate",
-                  "--run-nightly",
-                  "--karpenter-version", args.to_v, "--junitxml", str(args.out / "suites.xml")]
+                  f("run-nightly"),
+                  f("karpenter-version"), args.to_v, "--junitxml", str(args.out / "suites.xml")]
         if args.select:
             suites += ["-k", args.select]
         if args.workers > 1:

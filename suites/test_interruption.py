@@ -9,6 +9,7 @@ import pytest
 
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import CAPACITY_TYPE
+from karpenter_e2e.fixtures.settings import settings
 
 
 @pytest.mark.scenario("interruption")
@@ -28,7 +29,7 @@ def test_spot_interruption_cordons_drains_and_replaces(nodepool_factory, inflate
             f"node {node.metadata.name}: EC2 lifecycle {instance.capacity_type}, label {label}"
 
     with allure.step(f"send a spot interruption warning for {instance.instance_id}"):
-        queue = aws_checks.queue_url(request.config.option.interruption_queue
+        queue = aws_checks.queue_url(settings(request.config).interruption_queue
                                      or aws_checks.cluster_name)
         aws_checks.send_spot_interruption(queue, instance.instance_id)
 

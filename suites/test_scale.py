@@ -1,5 +1,5 @@
 """Scale (Karpenter's basic performance case): 1000 pods out, then back in; and the same
-case, sized by --perf-pods and measured, for the upgrade gate's FROM/TO comparison."""
+case, sized by --karpenter-perf-pods and measured, for the upgrade gate's FROM/TO comparison."""
 
 import time
 from collections import Counter
@@ -10,9 +10,10 @@ import pytest
 
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import INSTANCE_TYPE, pod_phase, price
+from karpenter_e2e.fixtures.settings import settings
 from karpenter_e2e.fixtures.timings import condition_time, provisioning, timestamp
 
-# Budgets, overridable like upstream's KARPENTER_PERF_THRESHOLDS (--perf-thresholds or the
+# Budgets, overridable like upstream's KARPENTER_PERF_THRESHOLDS (--karpenter-perf-thresholds or the
 # KARPENTER_E2E_PERF_THRESHOLDS variable, e.g. "scale_out=90,scale_in=1500"). scale_out is
 # Karpenter's KWOK perf threshold for this case (test/suites/perf); scale_in is the measured
 # 949.6s (README) with a quarter's margin.
@@ -105,9 +106,9 @@ def test_thousand_pods_scale_out_and_back_in(nodepool_factory, inflate_factory,
 def test_scale_case_measured_for_the_upgrade_gate(nodepool_factory, inflate_factory, expect,
                                                   cluster, timings, node_ledger,
                                                   karpenter_process, perf_barrier, request):
-    """--perf-pods N (half 900m/3100Mi, half 3500m/28Gi) out and back to 0: scale-out time,
+    """--karpenter-perf-pods N (half 900m/3100Mi, half 3500m/28Gi) out and back to 0: scale-out time,
     nodes, cost per hour, consolidation time, Karpenter's CPU seconds and peak memory."""
-    total = request.config.option.perf_pods
+    total = settings(request.config).perf_pods
     # Every empty node may go at once: consolidation then times Karpenter's decision and
     # termination, not the default 10% budget's pacing (28 nodes: 3 a cycle, minutes).
     case = given_scale_case(nodepool_factory, inflate_factory, expect,

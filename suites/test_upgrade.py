@@ -7,6 +7,7 @@ import pytest
 
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import condition
+from karpenter_e2e.fixtures.settings import settings
 
 pytestmark = pytest.mark.upgrade_gate
 
@@ -16,8 +17,8 @@ pytestmark = pytest.mark.upgrade_gate
 def test_upgrade_disrupts_no_node_and_no_pod(nodepool_factory, inflate_factory, expect, cluster,
                                              request, timings):
     """Workshop pool with 5 running pods; Karpenter FROM -> TO: same NodeClaims, nodes and pods."""
-    upgrade_to = request.config.option.upgrade_to
-    window = request.config.option.upgrade_window
+    upgrade_to = settings(request.config).upgrade_to
+    window = settings(request.config).upgrade_window
     from_version = cluster.info.versions["karpenter"]
     with allure.step(f"given Karpenter {from_version}, the default pool and 5 running pods"):
         pool = nodepool_factory("default")
@@ -29,7 +30,7 @@ def test_upgrade_disrupts_no_node_and_no_pod(nodepool_factory, inflate_factory, 
     with allure.step(f"upgrade Karpenter to {upgrade_to}: new CRDs first, then the controller"):
         started = time.time()
         cluster.backend.upgrade_karpenter(upgrade_to)
-        if request.config.option.upgrade_disrupt:
+        if settings(request.config).upgrade_disrupt:
             # The deliberately disruptive step: a NodePool template change shipped with the
             # upgrade. Karpenter must (rightly) drift the nodes, and the gate must say so.
             nodepool_factory.patch(pool, {"spec": {"template": {"metadata": {"labels": {

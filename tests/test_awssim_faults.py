@@ -5,7 +5,7 @@ after `down` nothing of the cluster runs. (A missing AMI, an alias whose SSM par
 not exist: suites/test_provisioning.py; an EC2NodeClass the API server rejects:
 tests/test_diagnosis.py.)
 
-The scenarios run in a child pytest against the module's cluster (``--keep-cluster``), as a
+The scenarios run in a child pytest against the module's cluster (``--karpenter-keep-cluster``), as a
 person would run them. The last one stops the fake AWS; a test after it (xdist's order)
 gets the cluster brought up again.
 """
@@ -56,7 +56,8 @@ def sim(shared):
 
 def scenario(sim: AwsSimCluster, test: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "pytest", test, "-p", "no:cacheprovider",
-                             "--cluster=aws-sim", "--cluster-name", sim.name, "--keep-cluster",
+                             "--karpenter-cluster=aws-sim", "--karpenter-cluster-name", sim.name,
+                             "--karpenter-keep-cluster",
                              "-o", "log_cli=false", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -132,7 +133,7 @@ def test_sweep_removes_what_karpenter_made_for_a_run_that_died(sim):
 
 
 def test_a_deleted_interruption_queue_is_named(sim):
-    proc = scenario(sim, INTERRUPTION, "--fault=interruption-queue-deleted")
+    proc = scenario(sim, INTERRUPTION, "--karpenter-fault=interruption-queue-deleted")
     out = output(proc, timeout=600)
 
     assert proc.returncode == 1, out[-3000:]
@@ -145,7 +146,7 @@ def test_a_deleted_interruption_queue_is_named(sim):
 
 def test_the_fake_aws_stopping_mid_run_ends_the_wait_at_once_and_is_named(sim):
     started = time.monotonic()
-    proc = scenario(sim, PROVISIONING, "--fault=aws-stopped")
+    proc = scenario(sim, PROVISIONING, "--karpenter-fault=aws-stopped")
     out = output(proc, timeout=600)
     took = time.monotonic() - started
 

@@ -133,14 +133,14 @@ def suite(pytester, monkeypatch, tmp_path):
 
 def test_a_scenario_is_skipped_on_a_release_without_its_feature(suite):
     result = suite.runpytest("-p", "no:cacheprovider", "-rs", "--karpenter-version", "v1.6.4",
-                             "--cluster-name", "features-marker-test")
+                             "--karpenter-cluster-name", "features-marker-test")
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*SKIPPED*Karpenter v1.6.4 lacks NodeOverlay*appeared in v1.9.0*"])
 
 
 def test_nothing_is_skipped_on_a_release_with_the_feature(suite):
     result = suite.runpytest("-p", "no:cacheprovider", "--karpenter-version", "v1.9.0",
-                             "--cluster-name", "features-marker-test")
+                             "--karpenter-cluster-name", "features-marker-test")
     result.assert_outcomes(passed=3)
 
 
@@ -152,14 +152,14 @@ import pytest
 def test_x():
     pass
 ''')
-    result = suite.runpytest("-p", "no:cacheprovider", "--cluster-name", "features-marker-test")
+    result = suite.runpytest("-p", "no:cacheprovider", "--karpenter-cluster-name", "features-marker-test")
     assert result.ret == 4
     assert "unknown Karpenter feature 'no-such-thing'" in result.stdout.str() + result.stderr.str()
 
 
 def test_an_unserved_version_stops_the_run_before_any_test(suite):
     result = suite.runpytest("-p", "no:cacheprovider", "--karpenter-version", "v1.12.2",
-                             "--cluster-name", "features-marker-test")
+                             "--karpenter-cluster-name", "features-marker-test")
     assert result.ret == 4
     assert "nearest served: v1.12.1 and v1.13.0" in result.stdout.str() + result.stderr.str()
 

@@ -21,7 +21,7 @@ def run_scenario(test: str, *args: str, deadline: float) -> tuple[subprocess.Com
     name = f"neg-{re.sub(r'[^a-z0-9]+', '-', test.rsplit('::', 1)[-1].lower())[:20]}-{os.getpid()}"
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", f"suites/{test}", "-p", "no:cacheprovider",
-                           "--cluster-name", name, "-o", "log_cli=false", *args],
+                           "--karpenter-cluster-name", name, "-o", "log_cli=false", *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=deadline + 120)
     return proc, time.monotonic() - started
 
@@ -43,7 +43,7 @@ def allure_attachments(results: Path) -> dict[str, str]:
 def test_provisioning_fails_fast_when_karpenter_is_stopped(tmp_path):
     proc, took = run_scenario(
         "test_provisioning.py::test_scale_up_provisions_nodes_that_satisfy_the_nodepool",
-        "--fault=karpenter-stopped", f"--alluredir={tmp_path}", deadline=180)
+        "--karpenter-fault=karpenter-stopped", f"--alluredir={tmp_path}", deadline=180)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
     assert "1 failed" in out
@@ -59,7 +59,7 @@ def test_provisioning_fails_fast_when_karpenter_is_stopped(tmp_path):
 
 def test_graviton_fails_with_no_instance_type_when_the_catalogue_has_no_arm64():
     proc, took = run_scenario("test_placement.py::test_arm64_pods_run_on_graviton_nodes",
-                              "--catalogue-without=arch=arm64", "--timeouts=provision=45",
+                              "--karpenter-catalogue-without=arch=arm64", "--karpenter-timeouts=provision=45",
                               deadline=45)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
@@ -73,7 +73,7 @@ def test_graviton_fails_with_no_instance_type_when_the_catalogue_has_no_arm64():
 def test_gpu_placement_fails_when_gpu_families_are_missing():
     proc, took = run_scenario(
         "test_gpu.py::test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never",
-        "--catalogue-without=family=g4dn,g5", "--timeouts=provision=45", deadline=45)
+        "--karpenter-catalogue-without=family=g4dn,g5", "--karpenter-timeouts=provision=45", deadline=45)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
     assert "expected 2 Running pods of" in out and "gpu-app" in out, failures(out)

@@ -239,8 +239,8 @@ def test_versions_sorted_and_default_from_the_proxy(served):
 
 def test_an_unknown_scenario_is_the_plugins_usage_error(tmp_path):
     def runner(cmd, **_kw):
-        assert "--collect-only" in cmd and cmd[cmd.index("--scenario") + 1] == "nosuch,limits"
-        return subprocess.CompletedProcess(cmd, 4, "", "ERROR: --scenario: no collected test "
+        assert "--collect-only" in cmd and cmd[cmd.index("--karpenter-scenario") + 1] == "nosuch,limits"
+        return subprocess.CompletedProcess(cmd, 4, "", "ERROR: --karpenter-scenario: no collected test "
                                                        "has scenario id nosuch; known: limits\n")
     with pytest.raises(BadInput, match="no collected test has scenario id nosuch"):
         matrix.collect_scenarios("v1.15.0", ["nosuch", "limits"], ["suites"], [], tmp_path,
@@ -340,9 +340,9 @@ def test_with_lanes_a_version_runs_as_make_e2e_does_and_its_lanes_are_cleaned_up
     assert cmd[1:3] == ["-m", "karpenter_e2e.runners.e2e"]
     assert cmd[cmd.index("--clusters") + 1] == "3"
     tail = cmd[cmd.index("--") + 1:]
-    assert tail[tail.index("--cluster-name") + 1] == "matrix-v1-12-1"
+    assert tail[tail.index("--karpenter-cluster-name") + 1] == "matrix-v1-12-1"
     assert tail[tail.index("--karpenter-version") + 1] == "v1.12.1"
-    assert tail[tail.index("--scenario") + 1] == "limits"
+    assert tail[tail.index("--karpenter-scenario") + 1] == "limits"
     original = matrix.take_down
     matrix.take_down = downs.append
     try:

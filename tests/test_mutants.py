@@ -141,9 +141,11 @@ def test_bad_input_stops_the_matrix_before_anything_runs(tmp_path):
 def test_a_fault_has_options_and_no_diff(tmp_path):
     (tmp_path / "no-arm64.fault").write_text(
         "# regression: no arm64 types\n# scenarios: graviton\n# family: placement\n"
-        "# version: v1.15.0\n# fault: --catalogue-without=arch=arm64 --timeouts=provision=45\n")
+        "# version: v1.15.0\n"
+        "# fault: --karpenter-catalogue-without=arch=arm64 --karpenter-timeouts=provision=45\n")
     m = mutants.parse(tmp_path / "no-arm64.fault")
-    assert not m.patched and m.fault == ("--catalogue-without=arch=arm64", "--timeouts=provision=45")
+    assert not m.patched and m.fault == ("--karpenter-catalogue-without=arch=arm64",
+                                         "--karpenter-timeouts=provision=45")
     (tmp_path / "empty.fault").write_text("# regression: x\n# scenarios: a\n# family: b\n# version: v\n")
     with pytest.raises(ClusterError, match="without a '# fault: <options>' line"):
         mutants.parse(tmp_path / "empty.fault")
@@ -265,7 +267,7 @@ def test_the_aws_sim_matrix_names_its_clusters_and_passes_the_mode(tmp_path, mon
     monkeypatch.setattr(matrix.children, "run", run)
     matrix.run_one(matrix.rows[m.name], m)
     cmd = seen["cmd"]
-    assert cmd[cmd.index("--cluster") + 1] == "aws-sim"
-    assert cmd[cmd.index("--cluster-name") + 1] == "sim-mut-spot-interruption-ignored"
+    assert cmd[cmd.index("--karpenter-cluster") + 1] == "aws-sim"
+    assert cmd[cmd.index("--karpenter-cluster-name") + 1] == "sim-mut-spot-interruption-ignored"
     assert cmd[cmd.index("--karpenter-patch") + 1] == str(m.path)
     assert matrix.binary_name == "karpenter-aws"

@@ -159,10 +159,10 @@ def test_teardown_removes_karpenters_objects_before_karpenter_and_leftovers_befo
 
 # ---- the nightly-only scenarios ----------------------------------------------------------------
 def test_nightly_local_job_runs_the_nightly_only_scenarios():
-    """`make e2e` skips scenarios marked nightly unless --run-nightly: the nightly is where
+    """`make e2e` skips scenarios marked nightly unless --karpenter-run-nightly: the nightly is where
     they run (and the upgrade gate, runners/upgrade_gate.py)."""
     local = yaml.safe_load(WORKFLOW.read_text())["jobs"]["local"]
     runs = [s.get("run", "") for s in local["steps"]]
-    assert any("make e2e" in r and "--run-nightly" in r for r in runs), runs
+    assert any("make e2e" in r and "--karpenter-run-nightly" in r for r in runs), runs
     gate = (REPO / "runners" / "upgrade_gate.py").read_text()
-    assert '"--run-nightly"' in gate, "the upgrade gate must run the nightly-only scenarios"
+    assert 'f("run-nightly")' in gate, "the upgrade gate must run the nightly-only scenarios"

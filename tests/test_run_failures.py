@@ -39,7 +39,7 @@ def as_from_a_terminal() -> None:
 def child(*args: str, name: str) -> subprocess.Popen:
     """The suites in a child pytest, in its own process group (as a terminal runs it)."""
     return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                             "--cluster-name", name, "-o", "log_cli=false", *args],
+                             "--karpenter-cluster-name", name, "-o", "log_cli=false", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True, preexec_fn=as_from_a_terminal)
 
@@ -86,7 +86,7 @@ def test_karpenter_killed_mid_suite_costs_the_rest_of_the_run_seconds(tmp_path):
     name = f"rf-dead-{os.getpid()}"
     cluster = LocalCluster(name)
     outcomes = tmp_path / "outcomes.jsonl"
-    proc = child(CONSOLIDATION_EMPTY, PROVISIONING, LIMITS, f"--outcomes={outcomes}", name=name)
+    proc = child(CONSOLIDATION_EMPTY, PROVISIONING, LIMITS, f"--karpenter-outcomes={outcomes}", name=name)
     # Kill it the way the issue saw it: SIGKILL while consolidation-empty has a node.
     out, after_kill = act_at_first_nodeclaim(
         proc, cluster, lambda: os.kill(cluster._state()["karpenter_pid"], signal.SIGKILL), 180)
@@ -127,7 +127,8 @@ def test_ctrl_c_mid_scenario_exits_130_with_one_line(workers):
 def test_a_missing_kubeconfig_is_one_usage_error_before_any_test():
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider",
-                           "--cluster=eks", "--cluster-name=x", "--kubeconfig=/nonexistent/kc",
+                           "--karpenter-cluster=eks", "--karpenter-cluster-name=x",
+                           "--karpenter-kubeconfig=/nonexistent/kc",
                            "-n", "2"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     took = time.monotonic() - started
     out = proc.stdout + proc.stderr
@@ -146,8 +147,9 @@ def test_an_unreachable_cluster_stops_the_session_after_one_error(tmp_path):
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
         "users": [{"name": "u", "user": {"token": "t"}}]}))
     proc = subprocess.run([sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider",
-                           "--cluster=eks", "--cluster-name=x", f"--kubeconfig={kubeconfig}",
-                           "--eks-opt-in=x"], cwd=ROOT, capture_output=True, text=True,
+                           "--karpenter-cluster=eks", "--karpenter-cluster-name=x",
+                           f"--karpenter-kubeconfig={kubeconfig}",
+                           "--karpenter-eks-opt-in=x"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     out = proc.stdout
     assert proc.returncode != 0, out
@@ -169,7 +171,7 @@ def test_two_runs_write_their_own_reports_and_latest_points_at_the_last(tmp_path
         return subprocess.Popen([sys.executable, "-m", "pytest", str(tmp_path / "test_tiny.py"),
                                  "-p", "no:cacheprovider", "-p", "karpenter_e2e.fixtures.reporting",
                                  "-p", "karpenter_e2e.fixtures.plugin", "--rootdir", str(tmp_path),
-                                 "--reports-dir", str(reports)],
+                                 "--karpenter-reports-dir", str(reports)],
                                 cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
 

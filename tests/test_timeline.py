@@ -295,8 +295,8 @@ def test_every_scenario_that_ran_gets_its_picture_on_its_allure_result(pytester,
                           '"karpenter_e2e.fixtures.plugin"]')
     pytester.makepyfile(test_demo=SCENARIO)
     alluredir, reports = tmp_path / "allure", tmp_path / "reports"
-    result = pytester.runpytest_subprocess(f"--alluredir={alluredir}", f"--reports-dir={reports}",
-                                           "-p", "no:cacheprovider", "--cluster-name", "unused")
+    result = pytester.runpytest_subprocess(f"--alluredir={alluredir}", f"--karpenter-reports-dir={reports}",
+                                           "-p", "no:cacheprovider", "--karpenter-cluster-name", "unused")
     result.assert_outcomes(failed=1, skipped=1)
     results = {r["name"]: r for r in (json.loads(f.read_text())
                                       for f in alluredir.glob("*-result.json"))}
@@ -416,15 +416,15 @@ def test_a_recorded_run_renders(tmp_path):
 
 
 def test_with_xdist_workers_the_pictures_reach_the_runs_allure_results_too(pytester, tmp_path):
-    """--reports-dir alone, -n 2: each worker writes its tests' Allure results (with their
+    """--karpenter-reports-dir alone, -n 2: each worker writes its tests' Allure results (with their
     timelines) into the run's allure-results, as a serial run does."""
     pytester.makeconftest('pytest_plugins = ["karpenter_e2e.fixtures.reporting", '
                           '"karpenter_e2e.fixtures.plugin"]')
     skip = 'def test_skips(timeline):\n    pytest.skip("not in this mode")'
     pytester.makepyfile(test_demo=SCENARIO.replace(skip, "def test_passes(timeline):\n    pass"))
     reports = tmp_path / "reports"
-    result = pytester.runpytest_subprocess("-n", "2", f"--reports-dir={reports}",
-                                           "-p", "no:cacheprovider", "--cluster-name", "unused")
+    result = pytester.runpytest_subprocess("-n", "2", f"--karpenter-reports-dir={reports}",
+                                           "-p", "no:cacheprovider", "--karpenter-cluster-name", "unused")
     result.assert_outcomes(failed=1, passed=1)
     results = [json.loads(f.read_text())
                for f in reports.glob("runs/*/allure-results/*-result.json")]

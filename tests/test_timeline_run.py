@@ -14,8 +14,8 @@ def test_a_real_scenario_gets_a_timeline_with_its_band_and_karpenters_decision(t
     proc = subprocess.run(
         [sys.executable, "-m", "pytest",
          "suites/test_consolidation.py::test_empty_node_is_removed_after_consolidate_after",
-         "-p", "no:cacheprovider", "-o", "log_cli=false", "--cluster-name", f"tl-{os.getpid()}",
-         f"--reports-dir={reports}", f"--alluredir={alluredir}"],
+         "-p", "no:cacheprovider", "-o", "log_cli=false", "--karpenter-cluster-name", f"tl-{os.getpid()}",
+         f"--karpenter-reports-dir={reports}", f"--alluredir={alluredir}"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:]
     (picture,) = reports.glob("runs/*/timelines/*.png")

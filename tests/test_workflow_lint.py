@@ -75,7 +75,7 @@ def test_nightly_always_sweeps_and_tears_down():
     steps = {s.get("name"): s for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["eks"]["steps"]}
     assert steps["sweep leftovers"]["if"].startswith("always()")
     assert steps["tear down"]["if"].startswith("always()")
-    assert "--eks-opt-in" in steps["scenario suites (eks mode)"]["run"]
+    assert "--karpenter-eks-opt-in" in steps["scenario suites (eks mode)"]["run"]
 
 
 def test_run_scripts_parse_as_bash():

@@ -12,6 +12,7 @@ import json
 import logging
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from kubernetes.client.rest import ApiException
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.eks import aws
 from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
+from karpenter_e2e.clusters.flags import cli_flag
 from karpenter_e2e.clusters.kube import (
     Kube,  # the harness's one client: same loading, same timeouts
 )
@@ -112,34 +114,36 @@ class KubeApi:
                                                    _request_timeout=self.kube.timeout)
 
 
-def opt_in_howto(cluster: str, context: str | None = None) -> str:
+def opt_in_howto(cluster: str, context: str | None = None,
+                 flag: Callable[[str], str] = cli_flag) -> str:
     ctx = f" --context {context}" if context else ""
     return (f"to opt cluster {cluster!r} in (the harness then creates and deletes NodePools, "
             f"EC2NodeClasses and EC2 instances in it), run\n"
             f"  kubectl{ctx} -n {OPT_IN_NAMESPACE} create configmap {OPT_IN_CONFIGMAP} "
             f"--from-literal=cluster={cluster}\n"
-            f"and pass --eks-opt-in {cluster}")
+            f"and pass {flag('eks-opt-in')} {cluster}")
 
 
 def check_opt_in(cluster: str, opt_in_name: str | None, configmap: dict[str, str] | None,
-                 context: str | None = None) -> None:
-    """Refuse unless the ConfigMap in the cluster and the caller both name ``cluster``."""
+                 context: str | None = None, flag: Callable[[str], str] = cli_flag) -> None:
+    """Refuse unless the ConfigMap in the cluster and the caller both name ``cluster``.
+    ``flag`` names the options as the caller's command line spells them (pytest's differ)."""
     where = f"ConfigMap {OPT_IN_NAMESPACE}/{OPT_IN_CONFIGMAP}"
     if configmap is None:
         raise ClusterError(f"refusing to run against EKS cluster {cluster!r}: it has no {where}; "
-                           + opt_in_howto(cluster, context))
+                           + opt_in_howto(cluster, context, flag))
     if configmap.get("cluster") != cluster:
         ctx = f" --context {context}" if context else ""
         raise ClusterError(f"refusing to run: the {where} of the cluster this kubeconfig reaches "
                            f"names {configmap.get('cluster')!r}, not {cluster!r}: check "
-                           f"--kubeconfig and its context first; only if this really is "
+                           f"{flag('kubeconfig')} and its context first; only if this really is "
                            f"{cluster!r}, correct it:\n  kubectl{ctx} -n {OPT_IN_NAMESPACE} "
                            f"create configmap {OPT_IN_CONFIGMAP} --from-literal=cluster={cluster} "
                            f"--dry-run=client -o yaml | kubectl{ctx} apply -f -")
     if opt_in_name != cluster:
-        said = f"--eks-opt-in {opt_in_name}" if opt_in_name else "no --eks-opt-in"
+        said = f"{flag('eks-opt-in')} {opt_in_name}" if opt_in_name else f"no {flag('eks-opt-in')}"
         raise ClusterError(f"refusing to run against EKS cluster {cluster!r}: {said} was passed; "
-                           f"pass --eks-opt-in {cluster} (its {where} is in place)")
+                           f"pass {flag('eks-opt-in')} {cluster} (its {where} is in place)")
 
 
 def helm_upgrade_commands(version: str, *, namespace: str, kubeconfig: Path,
@@ -183,8 +187,9 @@ class EksCluster:
                  subnet_tag: str | None = None, security_group_tag: str | None = None,
                  opt_in_name: str | None = None, karpenter_namespace: str | None = None,
                  ami: str = "al2023@latest", ami_family: str = AMI_FAMILY,
-                 api_factory=KubeApi, ec2=None):
+                 api_factory=KubeApi, ec2=None, flag: Callable[[str], str] = cli_flag):
         self.name = cluster_name
+        self.flag = flag  # how the refusals name the options (pytest: --karpenter-...)
         self.kubeconfig = Path(kubeconfig).expanduser()
         self.context = context
         self.region = region
@@ -251,7 +256,8 @@ class EksCluster:
         """Everything up() and status() require, most fundamental first."""
         server = self._reachable()
         check_opt_in(self.name, self.opt_in_name,
-                     self.api().config_map_data(OPT_IN_NAMESPACE, OPT_IN_CONFIGMAP), self.context)
+                     self.api().config_map_data(OPT_IN_NAMESPACE, OPT_IN_CONFIGMAP), self.context,
+                     self.flag)
         deployment = self.karpenter_deployment()
         missing = [c for c in CRDS if not self.api().crd_established(c)]
         if missing:

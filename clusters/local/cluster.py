@@ -260,7 +260,8 @@ class LocalCluster:
                 owner = process.port_owner(port)
                 raise ClusterError(f"port {port} on 127.0.0.1 is already in use"
                                    + (f" by {owner}" if owner else "")
-                                   + "; choose another with --apiserver-port or stop that process")
+                                   + "; choose another with --apiserver-port (pytest: "
+                                   "--karpenter-apiserver-port) or stop that process")
             self._save_state(name=self.name, run_dir=str(self.run_dir), apiserver_port=port,
                              karpenter_version=self.karpenter_version, started=time.time())
             self._start_cloud()

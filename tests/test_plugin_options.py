@@ -1,0 +1,77 @@
+"""The plugin's options in someone else's project (issue #22): every pytest option it
+registers begins with --karpenter- (clusters/flags.py), and so does its dest, so none can
+clash with another Kubernetes pytest plugin's. No cluster is started."""
+
+import pytest
+
+from karpenter_e2e.clusters.flags import cli_flag, plugin_dest, plugin_flag
+from karpenter_e2e.fixtures.settings import settings
+
+# What pytest-kind (22.11.1) and pytest-helm-charts (1.3.5) register; each of the first
+# three once stopped a run with "argparse.ArgumentError: conflicting option string".
+NEIGHBOURS = {"--cluster-name", "--keep-cluster", "--kubeconfig", "--kind-bin", "--kind-image",
+              "--kind-kubectl-bin"}
+
+
+def registered(pytester: pytest.Pytester, *args: str) -> set[str]:
+    """Every option string of the run's parser (pytest has no public listing of them)."""
+    parser = pytester.parseconfig(*args)._parser
+    return {name for group in [parser._anonymous, *parser._groups]
+            for option in group.options for name in option.names()}
+
+
+def test_every_plugin_option_begins_with_the_prefix(pytester):
+    ours = registered(pytester) - registered(pytester, "-p", "no:karpenter_e2e")
+    assert {"--karpenter-cluster", "--karpenter-cluster-name", "--karpenter-scenario",
+            "--karpenter-reports-dir", "--karpenter-outcomes", "--karpenter-e2e-plan"} <= ours
+    unprefixed = sorted(n for n in ours if not n.startswith("--karpenter-"))
+    assert not unprefixed, f"plugin options without the --karpenter- prefix: {unprefixed}"
+    assert not ours & NEIGHBOURS
+
+
+def test_the_options_have_prefixed_dests_and_short_settings(pytester):
+    config = pytester.parseconfig("--karpenter-cluster-name", "x", "--karpenter-keep-cluster",
+                                  "--karpenter-version", "v1.12.1", "--karpenter-timeouts",
+                                  "provision=60", "--karpenter-perf-pods", "3")
+    assert config.getoption("karpenter_cluster_name") == "x"
+    assert {d for d in vars(config.option) if d.startswith("karpenter_")} >= {
+        "karpenter_cluster", "karpenter_keep_cluster", "karpenter_kubeconfig"}
+    assert not {"cluster_name", "keep_cluster", "kubeconfig"} & set(vars(config.option))
+    opts = settings(config)
+    assert opts.cluster_name == "x" and opts.keep_cluster and opts.karpenter_version == "v1.12.1"
+    assert opts.timeouts == "provision=60" and opts.perf_pods == 3
+
+
+# What pytest-kind's pytest_addoption does (no dest given: argparse derives cluster_name, ...).
+NEIGHBOUR = """
+def pytest_addoption(parser):
+    group = parser.getgroup("kind")
+    group.addoption("--cluster-name", default="pytest-kind")
+    group.addoption("--keep-cluster", action="store_true")
+    group.addoption("--kubeconfig", default=None)
+"""
+
+
+def test_a_neighbour_with_the_old_names_keeps_its_values_and_ours_ours(pytester):
+    pytester.makeconftest(NEIGHBOUR)
+    config = pytester.parseconfig("--cluster-name", "theirs", "--kubeconfig", "/their/kc",
+                                  "--karpenter-cluster-name", "ours")
+    assert config.getoption("cluster_name") == "theirs" and config.option.kubeconfig == "/their/kc"
+    opts = settings(config)
+    assert opts.cluster_name == "ours" and opts.kubeconfig is None and not opts.keep_cluster
+
+
+def test_the_old_names_are_gone(pytester):
+    """No unprefixed aliases: they would bring the clash back."""
+    result = pytester.runpytest("--cluster-name", "x")
+    assert result.ret == 4
+    assert "unrecognized arguments: --cluster-name" in result.stderr.str()
+
+
+def test_one_mapping_for_flags():
+    assert plugin_flag("cluster_name") == plugin_flag("cluster-name") == "--karpenter-cluster-name"
+    assert plugin_flag("karpenter_version") == "--karpenter-version"
+    assert plugin_flag("karpenter-e2e-plan") == "--karpenter-e2e-plan"
+    assert plugin_dest("cluster-name") == "karpenter_cluster_name"
+    assert plugin_dest("karpenter_version") == "karpenter_version"
+    assert cli_flag("cluster_name") == "--cluster-name"  # the harness's own command lines
