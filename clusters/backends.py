@@ -23,6 +23,10 @@ def add_options(add: Callable[..., Any], prefix: str = "--") -> None:
     add(f"{prefix}karpenter-version", dest="karpenter_version", default=versions.KARPENTER,
         help=f"Karpenter version (default {versions.KARPENTER}; local and kind: any release "
              f"the Go module proxy serves from v1.0 on, built on first use)")
+    add(f"{prefix}kubernetes-version", dest="kubernetes_version", default=None,
+        help="local and aws-sim: the control plane's Kubernetes, a minor (1.33, v1.33) or a "
+             "release (v1.33.13) the Go module proxy serves, inside the Karpenter release's "
+             "supported range (default: the newest served minor inside it; docs/versions.md)")
     add(f"{prefix}apiserver-port", dest="apiserver_port", type=int, default=None,
         help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
     add(f"{prefix}catalogue-without", dest="catalogue_without", default=None,
@@ -87,7 +91,11 @@ def create(opts: Any):
         from karpenter_e2e.clusters.local.cluster import LocalCluster
         return LocalCluster(opts.cluster_name, opts.karpenter_version,
                             apiserver_port=getattr(opts, "apiserver_port", None),
-                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts))
+                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts),
+                            kubernetes_version=getattr(opts, "kubernetes_version", None))
+    if getattr(opts, "kubernetes_version", None) and mode in ("kind", "eks"):
+        raise ClusterError(f"--kubernetes-version is for local and aws-sim mode ({mode}: the "
+                           f"node image's or the EKS cluster's own Kubernetes)")
     if mode == "aws-sim":
         if getattr(opts, "catalogue_without", None):
             raise ClusterError("--catalogue-without is for local and kind mode (aws-sim's "
@@ -100,7 +108,8 @@ def create(opts: Any):
         return AwsSimCluster(name, opts.karpenter_version,
                              apiserver_port=getattr(opts, "apiserver_port", None),
                              ami=getattr(opts, "eks_ami", None) or "al2023@latest",
-                             mutant=_mutant(opts))
+                             mutant=_mutant(opts),
+                             kubernetes_version=getattr(opts, "kubernetes_version", None))
     if mode == "kind":
         from karpenter_e2e.clusters.kind.cluster import KindCluster
         return KindCluster(opts.cluster_name, opts.karpenter_version,
