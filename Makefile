@@ -144,7 +144,10 @@ mutants: setup
 ## in VERSIONS (default: every one the Go module proxy serves from v1.0 on), MATRIX_JOBS at once,
 ## each on a cluster of its own (matrix-<version>). JSON, Markdown, an Allure results directory
 ## and a heat map (matrix.png) in reports/matrix-latest/. MATRIX_ARGS="--cluster-prefix x" ...
+## Each release runs on its default Kubernetes minor; KUBERNETES="1.35 1.36" runs each on each
+## minor (a combination outside the release's supported range: skipped cells that say so).
 VERSIONS ?=
+KUBERNETES ?=
 SCENARIOS ?=
 MATRIX_JOBS ?= 2
 MATRIX_LANES ?=
@@ -153,6 +156,7 @@ matrix: setup
 	$(PY) -m karpenter_e2e.runners.matrix $(if $(VERSIONS),--versions "$(VERSIONS)") \
 		$(if $(SCENARIOS),--scenarios "$(SCENARIOS)") --jobs $(MATRIX_JOBS) --reports-dir reports \
 		$(if $(MATRIX_LANES),--lanes $(MATRIX_LANES)) \
+		$(if $(KUBERNETES),--kubernetes-versions "$(KUBERNETES)") \
 		$(MATRIX_ARGS) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 ## bisect: the first release from GOOD to BAD where SCENARIO fails (binary search over the served

@@ -25,6 +25,10 @@ def add_options(add: Callable[..., Any], flag: Callable[[str], str] = cli_flag) 
     add("karpenter-version", default=versions.KARPENTER,
         help=f"Karpenter version (default {versions.KARPENTER}; local and kind: any release "
              f"the Go module proxy serves from v1.0 on, built on first use)")
+    add("kubernetes-version", default=None,
+        help="local and aws-sim: the control plane's Kubernetes, a minor (1.33, v1.33) or a "
+             "release (v1.33.13) the Go module proxy serves, inside the Karpenter release's "
+             "supported range (default: the newest served minor inside it; docs/versions.md)")
     add("apiserver-port", type=int, default=None,
         help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
     add("catalogue-without", default=None,
@@ -91,7 +95,11 @@ def create(opts: Any, flag: Callable[[str], str] = cli_flag):
         from karpenter_e2e.clusters.local.cluster import LocalCluster
         return LocalCluster(opts.cluster_name, opts.karpenter_version,
                             apiserver_port=getattr(opts, "apiserver_port", None),
-                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag))
+                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag),
+                            kubernetes_version=getattr(opts, "kubernetes_version", None))
+    if getattr(opts, "kubernetes_version", None) and mode in ("kind", "eks"):
+        raise ClusterError(f"{flag('kubernetes-version')} is for local and aws-sim mode ({mode}: "
+                           f"the node image's or the EKS cluster's own Kubernetes)")
     if mode == "aws-sim":
         if getattr(opts, "catalogue_without", None):
             raise ClusterError(f"{flag('catalogue-without')} is for local and kind mode (aws-sim's "
@@ -104,7 +112,8 @@ def create(opts: Any, flag: Callable[[str], str] = cli_flag):
         return AwsSimCluster(name, opts.karpenter_version,
                              apiserver_port=getattr(opts, "apiserver_port", None),
                              ami=getattr(opts, "eks_ami", None) or "al2023@latest",
-                             mutant=_mutant(opts, flag))
+                             mutant=_mutant(opts, flag),
+                             kubernetes_version=getattr(opts, "kubernetes_version", None))
     if mode == "kind":
         from karpenter_e2e.clusters.kind.cluster import KindCluster
         return KindCluster(opts.cluster_name, opts.karpenter_version,

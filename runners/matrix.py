@@ -1,7 +1,12 @@
 """`make matrix`: the suites on several Karpenter releases, written as scenario x version.
 
     python -m karpenter_e2e.runners.matrix [--versions "v1.6.4 v1.15.0"] [--scenarios a,b]
-        [--jobs 2] [--reports-dir reports] [--cluster-prefix matrix] [-- PYTEST_ARGS...]
+        [--kubernetes-versions "1.35 1.36"] [--jobs 2] [--reports-dir reports]
+        [--cluster-prefix matrix] [-- PYTEST_ARGS...]
+
+A column is a release on its default Kubernetes minor (clusters/compat.py), or, with
+``--kubernetes-versions``, a release on each minor named (``v1.12.1@1.35``); a combination
+outside the release's supported range is a column of skipped cells that says so.
 
 1. Check the input within seconds, before any cluster starts: every version with
    releases.check (served by the Go module proxy, v1.0 on); the scenario ids with one
@@ -39,9 +44,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
-from karpenter_e2e.clusters.local import releases, versions as local_versions
+from karpenter_e2e.clusters.local import kube_releases, releases, versions as local_versions
 from karpenter_e2e.runners import collect
 from karpenter_e2e.runners.children import Child, Children
 
@@ -369,6 +375,55 @@ def check_versions(wanted: Iterable[str], served: Callable[[], list[str]] | None
     return sorted(out, key=local_versions.semver)
 
 
+def split_column(column: str) -> tuple[str, str | None]:
+    """'v1.12.1@1.35' -> ('v1.12.1', '1.35'); 'v1.12.1' -> ('v1.12.1', None): its default."""
+    release, _, kube = column.partition("@")
+    return release, kube or None
+
+
+def check_kubernetes(wanted: Iterable[str], served: Callable[[], list[str]] | None = None
+                     ) -> list[str]:
+    """The Kubernetes axis: minors ('1.35', 'v1.35' or a release, which names its minor),
+    each served by the module proxy, oldest first."""
+    out: list[str] = []
+    for text in wanted:
+        m = re.match(r"^v?(\d+)\.(\d+)(?:\.\d+)?$", text)
+        if not m:
+            raise BadInput(f"--kubernetes-versions {text!r} is not a Kubernetes minor like 1.35")
+        out.append(f"{m[1]}.{m[2]}")
+    if len(set(out)) != len(out):
+        raise BadInput(f"a Kubernetes minor is named twice: {' '.join(out)}")
+    if out:
+        try:
+            patches = kube_releases.served_patches(served)
+        except ClusterError as exc:
+            raise BadInput(str(exc)) from None
+        missing = [k for k in out if compat.minor(k) not in patches]
+        if missing:
+            raise BadInput(f"Kubernetes {', '.join(missing)} not served by the Go module proxy "
+                           f"(k8s.io/kubernetes); served minors: "
+                           f"{', '.join(compat.minor_text(k) for k in sorted(patches))}")
+    return sorted(out, key=compat.minor)
+
+
+def columns(chosen: list[str], kube: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The matrix's columns (release, or release@minor for each of ``kube``) and, for each
+    combination outside its release's supported range, why it is skipped."""
+    if not kube:
+        return list(chosen), {}
+    cols: list[str] = []
+    skipped: dict[str, str] = {}
+    for release in chosen:
+        support = compat.supported(release)
+        for k in kube:
+            col = f"{release}@{k}"
+            cols.append(col)
+            if compat.minor(k) not in support:
+                skipped[col] = (f"Kubernetes {k} is outside what Karpenter {release} supports: "
+                                f"{support.text}")
+    return cols, skipped
+
+
 def split_words(text: str) -> list[str]:
     return [w for w in re.split(r"[\s,]+", text or "") if w]
 
@@ -397,7 +452,7 @@ def collect_scenarios(version: str, scenarios: list[str], paths: list[str], args
 
 
 def cluster_name(prefix: str, version: str) -> str:
-    return f"{prefix}-{version.replace('.', '-')}"
+    return f"{prefix}-{re.sub(r'[.@]', '-', version)}"
 
 
 # ---- running -------------------------------------------------------------------------------
@@ -421,13 +476,15 @@ class VersionRun:
 _BUILD_LOCK = threading.Lock()  # one Karpenter build at a time (the cache's file lock, too)
 
 
-def prebuild(version: str) -> float:
-    """The release's binary before its run (one build at a time here; a cached one costs
-    nothing). Returns the seconds it took."""
+def prebuild(column: str) -> float:
+    """The release's binary and its column's control plane before its run (one build at a
+    time here; a cached one costs nothing). Returns the seconds it took."""
     from karpenter_e2e.clusters.local import build
+    release, kube = split_column(column)
     with _BUILD_LOCK:
         t0 = time.monotonic()
-        build.karpenter_binary(version)
+        build.karpenter_binary(release)
+        build.build_all(build.kube_targets(kube_releases.resolve(kube, release)))
         return time.monotonic() - t0
 
 
@@ -446,7 +503,9 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
         print(f"matrix: {version}: {text}", file=sys.stderr, flush=True)
         return VersionRun(version, {}, None, 0.0, 0.0, log, None, text)
     cluster = cluster_name(prefix, version)
-    chosen = [plugin_flag("karpenter-version"), version,
+    release, kube = split_column(version)
+    chosen = [plugin_flag("karpenter-version"), release,
+              *([plugin_flag("kubernetes-version"), kube] if kube else []),
               *([plugin_flag("scenario"), ",".join(scenarios)] if scenarios else []), *args]
     if lanes:
         # The default run's layout (serial lanes for the disruption scenarios), so a cell
@@ -486,9 +545,21 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
         error = f"no JUnit file: pytest exited {code}; {_tail(log)}"
     if children.interrupted.is_set():
         error = "interrupted"  # the tests it did not finish are "not run"
+    if run_dir is not None:
+        ran = _environment(run_dir).get("kubernetes")
+        print(f"matrix: {version}: ran on Kubernetes {ran or 'unknown'}", flush=True)
     print(f"matrix: {version}: pytest exit {code} in {wall:.0f}s: "
           f"{_closing_line(log) or error}", flush=True)
     return VersionRun(version, cells, code, wall, build_s, log, run_dir, error)
+
+
+def _environment(run_dir: Path) -> dict[str, str]:
+    """The run's Allure environment (mode, versions as the cluster reported them)."""
+    try:
+        text = (run_dir / "allure-results" / "environment.properties").read_text()
+    except OSError:
+        return {}
+    return dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln)
 
 
 def _closing_line(log: Path) -> str:
@@ -536,6 +607,7 @@ def assemble(versions: list[str], scenarios: list[str], runs: dict[str, VersionR
             cells[(s, v)] = cell
     meta = {"per_version": {
         v: {"exit": r.exit, "wall_s": round(r.wall_s, 1), "build_s": round(r.build_s, 1),
+            "kubernetes": _environment(r.run_dir).get("kubernetes") if r.run_dir else None,
             "log": os.path.relpath(r.log, out),
             "run_dir": os.path.relpath(r.run_dir, out) if r.run_dir else None}
         for v, r in runs.items()}}
@@ -618,6 +690,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="releases, space or comma separated (default: every release the Go "
                          "module proxy serves from v1.0 on)")
     ap.add_argument("--scenarios", default="", help="scenario ids (default: every scenario)")
+    ap.add_argument("--kubernetes-versions", default="",
+                    help="Kubernetes minors, space or comma separated: each release runs on "
+                         "each one inside its supported range (default: each release on its "
+                         "default minor)")
     ap.add_argument("--jobs", type=int, default=2, help="versions at once, each on its own "
                                                         "cluster (default 2)")
     ap.add_argument("--lanes", type=int, default=0, metavar="K",
@@ -665,6 +741,8 @@ def main(argv: list[str] | None = None) -> int:
         except ClusterError as exc:
             raise BadInput(str(exc)) from None
         chosen = check_versions(wanted)
+        kube = check_kubernetes(split_words(opts.kubernetes_versions))
+        cols, out_of_range = columns(chosen, kube)
         out.mkdir(parents=True, exist_ok=True)
         scenarios = collect_scenarios(chosen[-1], split_words(opts.scenarios), paths, args, out)
     except BadInput as exc:
@@ -673,18 +751,26 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(out, ignore_errors=True)
         return 2
     print(f"matrix: {len(scenarios)} scenario(s) x {len(chosen)} release(s) "
-          f"({' '.join(chosen)}), {opts.jobs} at once; into {out}", flush=True)
+          f"({' '.join(chosen)})" + (f" x Kubernetes {' '.join(kube)} ({len(out_of_range)} "
+                                     f"combination(s) outside their range: skipped)"
+                                     if kube else "")
+          + f", {opts.jobs} at once; into {out}", flush=True)
     if opts.dry_run:
         print(f"matrix: scenarios: {', '.join(scenarios)}")
         shutil.rmtree(out, ignore_errors=True)
         return 0
     children = Children()
     with children.stopped_by_signals("matrix"):
-        # --karpenter-scenario only when ids were named: otherwise each version runs the whole suites
-        runs = run_matrix(chosen, scenarios if split_words(opts.scenarios) else [], out,
+        # --karpenter-scenario only when ids were named: otherwise each version runs the
+        # whole suites
+        runs = run_matrix([c for c in cols if c not in out_of_range],
+                          scenarios if split_words(opts.scenarios) else [], out,
                           opts.jobs, paths, args, opts.cluster_prefix, children,
                           lanes=opts.lanes)
-    m = assemble(chosen, scenarios, runs, out)
+    for col, why in out_of_range.items():  # nothing ran: every cell is that skip
+        runs[col] = VersionRun(col, {s: Cell("skipped", why) for s in scenarios}, None, 0.0,
+                               0.0, out / col / "pytest.log", None)
+    m = assemble(cols, scenarios, runs, out)
     m.meta.update({"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
                    "wall_s": round(time.monotonic() - t0, 1), "jobs": opts.jobs,
                    "lanes": opts.lanes,

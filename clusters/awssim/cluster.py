@@ -46,9 +46,10 @@ class AwsSimCluster(LocalCluster):
     def __init__(self, name: str = "awssim-e2e",
                  karpenter_version: str = versions.AWS_PROVIDER,
                  apiserver_port: int | None = None, ami: str = "al2023@latest",
-                 mutant: Mutant | None = None):
+                 mutant: Mutant | None = None, kubernetes_version: str | None = None):
         awsbuild.target(karpenter_version)  # refuse a version aws-sim does not build
-        super().__init__(name, karpenter_version, apiserver_port=apiserver_port, mutant=mutant)
+        super().__init__(name, karpenter_version, apiserver_port=apiserver_port, mutant=mutant,
+                         kubernetes_version=kubernetes_version)
         self.ami = ami
         self.aws_file = self.run_dir / "aws.json"
 
@@ -71,7 +72,7 @@ class AwsSimCluster(LocalCluster):
         log_path = self.logs_dir / "aws-sim.log"
         cmd = [sys.executable, "-m", "karpenter_e2e.clusters.awssim.server", "--run-dir", str(self.run_dir),
                "--port", str(port), "--region", REGION, "--cluster", self.name,
-               "--kubernetes-version", versions.KUBERNETES, "--kubeconfig", str(self.kubeconfig),
+               "--kubernetes-version", self.kubernetes_version, "--kubeconfig", str(self.kubeconfig),
                "--pricing-go", str(awsbuild.pricing_table(self.karpenter_version)),
                "--zones", ",".join(ZONES),
                "--response-cache", str(build.cache_dir() / "aws-sim" / "responses.pickle")]

@@ -80,14 +80,22 @@ def _kube_ldflags(version: str) -> tuple[str, ...]:
     return tuple(flags) + ("-s", "-w")
 
 
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+KUBE_WRAPPER = "gomod/kubernetes"  # the committed one for the pinned release, else generated
+
+
+def kube_targets(version: str = versions.KUBERNETES) -> list[Target]:
+    """The control plane and kubectl at Kubernetes ``version`` (any served release: its
+    wrapper module comes from kube_releases.wrapper_dir)."""
+    return [Target(name, version, f"k8s.io/kubernetes/cmd/{name}", KUBE_WRAPPER,
+                   ldflags=_kube_ldflags(version),
+                   # hack/lib/golang.sh's default tags for a non-debug build.
+                   tags=("selinux", "notest", "grpcnotrace"), toolchain=FROM_GO_MOD)
+            for name in KUBE_BINARIES]
+
+
 def targets() -> list[Target]:
-    kube = [
-        Target(name, versions.KUBERNETES, f"k8s.io/kubernetes/cmd/{name}", "gomod/kubernetes",
-               ldflags=_kube_ldflags(versions.KUBERNETES),
-               # hack/lib/golang.sh's default tags for a non-debug build.
-               tags=("selinux", "notest", "grpcnotrace"))
-        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
-    ]
+    kube = kube_targets()  # the pinned release (make build); others: kube_targets(version)
     etcd = Target("etcd", versions.ETCD, "karpenter-e2e/clusters/local/gomod/etcd", "gomod/etcd",
                   ldflags=("-s", "-w"))
     kwok = [
@@ -115,6 +123,8 @@ def find(name: str, version: str | None = None) -> Target:
     if name == "karpenter-kwok" and version:
         from karpenter_e2e.clusters.local import releases
         return karpenter_target(releases.check(version))  # any release the proxy serves
+    if name in KUBE_BINARIES and version:  # a resolved release (kube_releases.resolve)
+        return next(t for t in kube_targets(version) if t.name == name)
     known = sorted({f"{t.name}@{t.version}" for t in targets()})
     raise ClusterError(f"no binary {name}@{version or '*'} is pinned; pinned: {', '.join(known)}")
 
@@ -156,6 +166,9 @@ def toolchain_for(module_dir: Path) -> str:
 
 
 def _module_dir(target: Target) -> Path:
+    if target.module == KUBE_WRAPPER:
+        from karpenter_e2e.clusters.local import kube_releases
+        return kube_releases.wrapper_dir(target.version)
     if target.module.startswith("gomod/"):
         return GOMOD_DIR / target.module.split("/", 1)[1]
     if os.path.isabs(target.module):

@@ -22,11 +22,18 @@ from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters import features, mutants
+from karpenter_e2e.clusters import compat, features, mutants
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.filelock import file_lock
-from karpenter_e2e.clusters.local import build, catalogue, process, releases, versions
+from karpenter_e2e.clusters.local import (
+    build,
+    catalogue,
+    kube_releases,
+    process,
+    releases,
+    versions,
+)
 from karpenter_e2e.clusters.local.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.clusters.waits import (
@@ -70,12 +77,15 @@ class LocalCluster:
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  apiserver_port: int | None = None,
                  catalogue_exclude: Callable[[EC2Type], bool] | None = None,
-                 mutant: Mutant | None = None):
+                 mutant: Mutant | None = None, kubernetes_version: str | None = None):
         # Any release the Go module proxy serves from v1.0 on; refused here, in seconds,
         # before anything starts (releases.check says why and names the nearest served ones).
         releases.check(karpenter_version)
         self.name = name
         self.karpenter_version = karpenter_version
+        # A minor or release inside Karpenter's supported range (None: the release's default),
+        # resolved to vX.Y.Z here, so a bad one is refused before anything is built.
+        self.kubernetes_version = kube_releases.resolve(kubernetes_version, karpenter_version)
         self.apiserver_port = apiserver_port
         self.catalogue_exclude = catalogue_exclude
         # A patched Karpenter (the mutant matrix): it runs whenever Karpenter runs at the
@@ -197,7 +207,8 @@ class LocalCluster:
         state = self._state()
         return ClusterInfo(
             mode=self.mode, name=self.name, kubeconfig=self.kubeconfig,
-            versions={"kubernetes": versions.KUBERNETES,
+            # What the apiserver's /version said at bring-up, not what was asked for.
+            versions={"kubernetes": state.get("kubernetes_running", "unknown"),
                       "karpenter": state.get("karpenter_version", self.karpenter_version),
                       "karpenter_build": state.get("karpenter_build", "release"),
                       "karpenter_sha256": state.get("karpenter_sha256", "unknown"),
@@ -219,11 +230,13 @@ class LocalCluster:
         st = self.status()
         if st.components:
             running = (self._state().get("karpenter_version"),
-                       self._state().get("karpenter_build", "release"))
-            if running != (self.karpenter_version, self._build_name()):
+                       self._state().get("karpenter_build", "release"),
+                       self._state().get("kubernetes_version"))
+            wanted = (self.karpenter_version, self._build_name(), self.kubernetes_version)
+            if running != wanted:
                 reuse = False  # never hand a test a Karpenter other than the one it asked for
-                log.warning("local cluster %r runs Karpenter %s (%s), not %s (%s)", self.name,
-                            *running, self.karpenter_version, self._build_name())
+                log.warning("local cluster %r runs Karpenter %s (%s) on Kubernetes %s, not "
+                            "%s (%s) on %s", self.name, *running, *wanted)
             if st.running and reuse and self._healthy():
                 log.warning("reusing local cluster %r (%s)", self.name, self.run_dir)
                 return self.info()
@@ -239,16 +252,16 @@ class LocalCluster:
             self.down()
             raise
         log.warning("local cluster %r ready in %.1fs (Kubernetes %s, Karpenter %s)", self.name,
-                    time.monotonic() - started, versions.KUBERNETES, self.karpenter_version)
+                    time.monotonic() - started, self._state().get("kubernetes_running"),
+                    self.karpenter_version)
         return self.info()
 
     def _up(self) -> None:
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir)
         self.logs_dir.mkdir(parents=True)
-        build.build_all([build.find(n) for n in ("kube-apiserver", "kube-controller-manager",
-                                                 "kube-scheduler", "kubectl", "etcd", "kwok",
-                                                 "kwokctl")])
+        build.build_all(build.kube_targets(self.kubernetes_version)
+                        + [build.find(n) for n in ("etcd", "kwok", "kwokctl")])
         self._karpenter_binary(self.karpenter_version)
         # kwokctl picks etcd's and the controllers' ports itself, as "the first free one": two
         # clusters created at once pick the same and one apiserver ends up on the other's
@@ -263,7 +276,8 @@ class LocalCluster:
                                    + "; choose another with --apiserver-port (pytest: "
                                    "--karpenter-apiserver-port) or stop that process")
             self._save_state(name=self.name, run_dir=str(self.run_dir), apiserver_port=port,
-                             karpenter_version=self.karpenter_version, started=time.time())
+                             karpenter_version=self.karpenter_version,
+                             kubernetes_version=self.kubernetes_version, started=time.time())
             self._start_cloud()
             config = self.run_dir / "kwokctl.yaml"
             config.write_text(yaml.safe_dump(self._kwokctl_config(port), sort_keys=False))
@@ -274,6 +288,7 @@ class LocalCluster:
                                + _tail(proc.stderr or proc.stdout, 25)
                                + f"\n(component logs: {self._kwokctl_cluster_dir() / 'logs'})")
         self._wait_api()
+        self._record_kubernetes_version()
         self._install_crds()
         self._prepare_cloud()
         self.start_karpenter(self.karpenter_version)
@@ -304,9 +319,8 @@ class LocalCluster:
             self.catalogue_file.write_text(text)
 
     def _kwokctl_config(self, port: int) -> dict:
-        b = {n: str(build.find(n).path) for n in
-             ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd",
-              "kwok")}
+        b = {t.name: str(t.path) for t in build.kube_targets(self.kubernetes_version)}
+        b |= {n: str(build.find(n).path) for n in ("etcd", "kwok")}
         return {
             "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
             "kind": "KwokctlConfiguration",
@@ -314,7 +328,7 @@ class LocalCluster:
                 "runtime": "binary",
                 "bindAddress": "127.0.0.1",  # nothing of ours listens beyond loopback
                 "kubeApiserverPort": port,
-                "kubeVersion": versions.KUBERNETES,
+                "kubeVersion": self.kubernetes_version,  # kwokctl picks flags by it
                 "etcdVersion": versions.ETCD.lstrip("v"),
                 "kwokVersion": versions.KWOK,
                 "kubeApiserverBinary": b["kube-apiserver"],
@@ -334,7 +348,9 @@ class LocalCluster:
         }
 
     def kubectl(self, *args: str, timeout: float = 60, check: bool = True) -> str:
-        cmd = [str(build.find("kubectl").path), "--kubeconfig", str(self.kubeconfig), *args]
+        # The cluster's own kubectl: kubectl supports one minor of skew either way.
+        kubectl = build.find("kubectl", self.kubernetes_version).path
+        cmd = [str(kubectl), "--kubeconfig", str(self.kubeconfig), *args]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
@@ -370,6 +386,15 @@ class LocalCluster:
 
         eventually(ready, what="kube-apiserver /readyz to answer ok", timeout=TIMEOUTS.api,
                    poll=0.5, diagnose=lambda: self._log_tails(["kube-apiserver", "etcd"]))
+
+    def _record_kubernetes_version(self) -> None:
+        """The apiserver's own /version, for the report; a binary that is not the release
+        asked for (a wrong cache entry) stops the bring-up."""
+        running = json.loads(self.kubectl("get", "--raw", "/version", timeout=10))["gitVersion"]
+        self._save_state(kubernetes_running=running)
+        if running != self.kubernetes_version:
+            raise ClusterError(f"kube-apiserver reports {running} at /version; "
+                               f"{self.kubernetes_version} was asked for")
 
     def crd_dirs(self, version: str) -> list[Path]:
         module = build.download_karpenter(version)
@@ -474,6 +499,10 @@ class LocalCluster:
     def upgrade_karpenter(self, version: str) -> None:
         """What an operator does: stop the old controller, apply the new CRDs, start the new."""
         releases.check(version)
+        support = compat.supported(version)
+        if compat.minor(self.kubernetes_version) not in support:  # the control plane stays
+            raise ClusterError(f"Karpenter {version} does not support this cluster's "
+                               f"Kubernetes {self.kubernetes_version}: {support.text}")
         self._karpenter_binary(version)  # before anything stops
         self.stop_karpenter()
         self.start_karpenter(version)

@@ -43,37 +43,38 @@ def _cache_dir() -> Path:
     return cache_dir()
 
 
-def cache_file() -> Path:
-    return _cache_dir() / "karpenter-versions.json"
+def cache_file(module: str = MODULE) -> Path:
+    # karpenter-versions.json, kubernetes-versions.json (clusters/local/kube_releases.py)
+    return _cache_dir() / f"{module.rsplit('/', 1)[-1]}-versions.json"
 
 
-def parse(go_list_output: str) -> list[str]:
+def parse(go_list_output: str, module: str = MODULE) -> list[str]:
     """``go list -m -versions`` output ('sigs.k8s.io/karpenter v1.0.8 v1.1.5 ...') -> the
     releases (vX.Y.Z, no pre-releases), oldest first."""
     words = go_list_output.split()
-    if not words or words[0] != MODULE:
-        raise ValueError(f"not a version list of {MODULE}: {go_list_output.strip()[:200]!r}")
+    if not words or words[0] != module:
+        raise ValueError(f"not a version list of {module}: {go_list_output.strip()[:200]!r}")
     return sorted({w for w in words[1:] if _RELEASE.match(w)}, key=versions.semver)
 
 
-def fetch(timeout: float = LIST_TIMEOUT_S) -> list[str]:
+def fetch(timeout: float = LIST_TIMEOUT_S, module: str = MODULE) -> list[str]:
     """Ask the Go module proxy (GOPROXY, as the go command is configured) for the list."""
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""}
     try:
-        proc = subprocess.run(["go", "list", "-m", "-versions", MODULE], capture_output=True,
+        proc = subprocess.run(["go", "list", "-m", "-versions", module], capture_output=True,
                               text=True, cwd=tempfile.gettempdir(), env=env, timeout=timeout)
     except FileNotFoundError:
-        raise ClusterError("Go is not on PATH: the Karpenter releases local mode can build are "
-                           "listed with `go list -m -versions`") from None
+        raise ClusterError(f"Go is not on PATH: the releases of {module} local mode can build "
+                           f"are listed with `go list -m -versions`") from None
     except subprocess.TimeoutExpired:
-        raise ClusterError(f"`go list -m -versions {MODULE}` did not answer in {timeout:.0f}s "
+        raise ClusterError(f"`go list -m -versions {module}` did not answer in {timeout:.0f}s "
                            f"(offline, or the module proxy is slow)") from None
     if proc.returncode != 0:
         line = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise ClusterError(f"cannot list the Karpenter releases from the Go module proxy "
+        raise ClusterError(f"cannot list the releases of {module} from the Go module proxy "
                            f"(GOPROXY={_goproxy()}): {line}")
     try:
-        return parse(proc.stdout)
+        return parse(proc.stdout, module)
     except ValueError as exc:
         raise ClusterError(str(exc)) from None
 
@@ -88,12 +89,17 @@ def _goproxy() -> str:
     return out or os.environ.get("GOPROXY") or "unknown"
 
 
-def served(now: float | None = None, fetcher=fetch) -> list[str]:
-    """The releases the module proxy serves, oldest first: from the cache while it is less
-    than a day old, else fetched (and cached). Offline with a stale cache: the stale list,
-    with a warning; offline with none: a ClusterError that says so."""
+def served(now: float | None = None, fetcher=None, module: str = MODULE,
+           needed_for: str = "") -> list[str]:
+    """The releases of ``module`` the module proxy serves, oldest first: from the cache while
+    it is less than a day old, else fetched (and cached). Offline with a stale cache: the
+    stale list, with a warning; offline with none: a ClusterError that says so, and what the
+    list is ``needed_for``."""
     now = time.time() if now is None else now
-    cached = _read_cache()
+    fetcher = fetcher or (lambda: fetch(module=module))
+    needed_for = needed_for or (f"to build a Karpenter other than the pinned "
+                                f"{', '.join(versions.KARPENTER_VERSIONS)}")
+    cached = _read_cache(module)
     if cached and 0 <= now - cached["fetched"] < MAX_AGE_S:
         return cached["versions"]
     try:
@@ -101,19 +107,19 @@ def served(now: float | None = None, fetcher=fetch) -> list[str]:
     except ClusterError as exc:
         if cached:
             age_h = (now - cached["fetched"]) / 3600
-            log.warning("%s; using the list fetched %.0f h ago (%s)", exc, age_h, cache_file())
+            log.warning("%s; using the list fetched %.0f h ago (%s)", exc, age_h,
+                        cache_file(module))
             return cached["versions"]
-        raise ClusterError(f"{exc}. Local mode needs that list once to build a Karpenter "
-                           f"other than the pinned {', '.join(versions.KARPENTER_VERSIONS)} "
-                           f"(it is then kept a day in {cache_file()})") from None
-    _write_cache(found, now)
+        raise ClusterError(f"{exc}. Local mode needs that list once {needed_for} "
+                           f"(it is then kept a day in {cache_file(module)})") from None
+    _write_cache(found, now, module)
     return found
 
 
-def _read_cache() -> dict | None:
+def _read_cache(module: str) -> dict | None:
     try:
-        data = json.loads(cache_file().read_text())
-        if (data.get("module") == MODULE and isinstance(data.get("fetched"), (int, float))
+        data = json.loads(cache_file(module).read_text())
+        if (data.get("module") == module and isinstance(data.get("fetched"), (int, float))
                 and isinstance(data.get("versions"), list) and data["versions"]):
             return data
     except (OSError, ValueError, AttributeError):
@@ -121,11 +127,11 @@ def _read_cache() -> dict | None:
     return None
 
 
-def _write_cache(found: list[str], now: float) -> None:
-    path = cache_file()
+def _write_cache(found: list[str], now: float, module: str) -> None:
+    path = cache_file(module)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"module": MODULE, "fetched": now,
+    tmp.write_text(json.dumps({"module": module, "fetched": now,
                                "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
                                "versions": found}, indent=1))
     tmp.replace(path)  # xdist workers may write at once: whole files only
