@@ -22,10 +22,10 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from karpenter_e2e.clusters import backends
+from karpenter_e2e.clusters import backends, compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
-from karpenter_e2e.clusters.local import build, releases, versions
+from karpenter_e2e.clusters.local import build, kube_releases, releases, versions
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,17 +197,32 @@ def main(argv: list[str] | None = None) -> int:
     f = plugin_flag  # the pytest runs' options (the gate's own keep their names)
     fresh = [f("cluster"), args.cluster, "-p", "no:cacheprovider",
              "--alluredir", str(args.out / "allure-results")]
+    kube = None
+    if args.cluster in ("local", "aws-sim"):
+        # One Kubernetes for every phase: the one FROM runs on, as the team's cluster does.
+        # Else the suites on TO would come up on TO's own default minor, a fresh cluster
+        # instead of the upgraded one, and the perf phases would compare two minors.
+        try:
+            kube = kube_releases.default(args.from_v)
+            support = compat.supported(args.to_v)
+            if compat.minor(kube) not in support:
+                raise ClusterError(f"{args.to_v} does not support Kubernetes {kube}, which "
+                                   f"{args.from_v} runs on: {support.text}")
+        except ClusterError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        fresh += [f("kubernetes-version"), kube]
     common = [*fresh, f("cluster-name"), args.cluster_name, f("keep-cluster")]
     backend = backends.create(argparse.Namespace(
         cluster=args.cluster, cluster_name=args.cluster_name, karpenter_version=args.to_v,
-        apiserver_port=None, catalogue_without=None))
+        apiserver_port=None, catalogue_without=None, kubernetes_version=kube))
     # Each perf phase on a fresh cluster of its own: the run must not start on another's etcd
     # history and warm caches (bring-up is seconds).
     perf_names = {args.from_v: f"{args.cluster_name}-from",
                   args.to_v: f"{args.cluster_name}-to"} if args.perf_pods else {}
     perf_backends = {v: backends.create(argparse.Namespace(
         cluster=args.cluster, cluster_name=name, karpenter_version=v, apiserver_port=None,
-        catalogue_without=None)) for v, name in perf_names.items()}
+        catalogue_without=None, kubernetes_version=kube)) for v, name in perf_names.items()}
     for b in (backend, *perf_backends.values()):
         b.down()  # fresh clusters: FROM must be what runs when the gate starts
     # Cleared here, not by a phase's --clean-alluredir: the perf phases write at once.
