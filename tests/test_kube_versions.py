@@ -123,6 +123,7 @@ def test_the_list_is_cached_a_day_and_offline_without_one_says_why(tmp_path, mon
 def test_the_option_reaches_the_cluster_and_kind_and_eks_refuse_it(monkeypatch):
     monkeypatch.setattr(kube_releases, "_served", served)
     monkeypatch.setattr(releases, "served", lambda *a, **k: ["v1.12.1", "v1.15.0"])
+    monkeypatch.setattr(kube_releases, "unserved_staging", lambda _v: [])
     import argparse
 
     from karpenter_e2e.clusters.flags import adder
@@ -240,15 +241,12 @@ def test_a_staging_module_the_proxy_does_not_serve_is_named_and_remembered(tmp_p
 
 def test_the_default_falls_back_to_the_newest_minor_that_can_be_built(monkeypatch):
     # v1.0.x/v1.1.x end at 1.31, whose staging modules this proxy does not all serve.
-    tried = []
-
-    def wrapper(version):
-        tried.append(version)
-        if version.startswith("v1.31."):
-            raise kube_releases.NotServed("not k8s.io/kube-scheduler v0.31.14")
-        return version
-
-    monkeypatch.setattr(kube_releases, "wrapper_dir", wrapper)
-    monkeypatch.setattr(kube_releases, "_served", lambda: ["v1.30.14", "v1.31.14", "v1.36.3"])
+    lists = {"k8s.io/kubernetes": ["v1.30.14", "v1.31.14", "v1.36.3"],
+             "k8s.io/kube-scheduler": ["v0.30.14", "v0.31.13"],
+             "k8s.io/kube-controller-manager": ["v0.30.14", "v0.31.14"],
+             "k8s.io/endpointslice": ["v0.30.14", "v0.31.13"]}
+    monkeypatch.setattr(releases, "served", lambda module, **_kw: lists[module])
+    monkeypatch.setattr(kube_releases, "_served", lambda: lists["k8s.io/kubernetes"])
+    assert kube_releases.unserved_staging("v1.31.14") == ["k8s.io/kube-scheduler v0.31.14",
+                                                          "k8s.io/endpointslice v0.31.14"]
     assert kube_releases.default("v1.1.5") == "v1.30.14"
-    assert tried == ["v1.31.14", "v1.30.14"]

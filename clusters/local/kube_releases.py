@@ -104,19 +104,35 @@ def default(karpenter_version: str, served_list=None) -> str:
             chosen = patches[compat.default_minor(karpenter_version, patches)]
         except ValueError as exc:
             raise UnsupportedKubernetes(str(exc) + "".join(f"; {s}" for s in skipped)) from None
-        if served_list is not None:  # a given list (tests): no wrapper is made
+        if served_list is not None:  # a given list (tests): the proxy is not asked
             return chosen
-        try:
-            # The proxy may serve k8s.io/kubernetes at a release but not every staging module
-            # it pins (v1.31.14 here): the default is the newest minor that can be built.
-            wrapper_dir(chosen)
+        # The proxy may serve k8s.io/kubernetes at a release but not every staging module it
+        # pins (v1.31.14 here): the default is the newest minor that can be built. Asked from
+        # the modules' version lists (cached a day), not by making the wrapper, which would
+        # download Kubernetes at collection time.
+        missing = unserved_staging(chosen)
+        if not missing:
             return chosen
-        except NotServed as exc:
-            skipped.append(f"{chosen} skipped: {exc}")
-            log.warning("Kubernetes %s cannot be built here; the default for Karpenter %s "
-                        "falls back to an older minor in its range: %s", chosen,
-                        karpenter_version, exc)
-            del patches[compat.minor(chosen)]
+        skipped.append(f"{chosen} skipped: the proxy does not serve {', '.join(missing)}")
+        log.warning("Kubernetes %s cannot be built here (the proxy does not serve %s); the "
+                    "default for Karpenter %s falls back to an older minor in its range",
+                    chosen, ", ".join(missing), karpenter_version)
+        del patches[compat.minor(chosen)]
+
+
+# The staging modules seen missing at a served release (1.31.14: all three); the wrapper's
+# `go mod tidy` still names any other (NotServed) when it is made.
+PROBED_STAGING = ("k8s.io/kube-scheduler", "k8s.io/kube-controller-manager",
+                  "k8s.io/endpointslice")
+
+
+def unserved_staging(version: str, served=None) -> list[str]:
+    """'k8s.io/X v0.Y.Z' for each of PROBED_STAGING the proxy does not list at ``version``'s
+    staging version."""
+    served = served or (lambda m: releases.served(module=m, needed_for=f"to run Kubernetes "
+                                                                         f"{version}"))
+    staging = versions.staging_version(version)
+    return [f"{m} {staging}" for m in PROBED_STAGING if staging not in served(m)]
 
 
 def _minors(patches: dict[tuple[int, int], str]) -> str:
