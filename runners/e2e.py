@@ -29,6 +29,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.local import build
+from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import lanes, machine, merge, usage
 from karpenter_e2e.runners.children import STOP_GRACE_S, Child, Children
 from karpenter_e2e.runners.collect import CollectFailed, plan
@@ -79,12 +80,6 @@ def collect(paths: list[str], args: list[str], out: Path) -> list[PlannedTest]:
     except CollectFailed as exc:
         sys.stderr.write(exc.output[-8000:])
         raise SystemExit(exc.code or 4) from None
-
-
-def _run_dir(reports: Path) -> Path | None:
-    """Where a lane's pytest wrote its run (the plugin's ``latest`` link)."""
-    latest = reports / "latest"
-    return latest.resolve() if latest.exists() else None
 
 
 class LaneRun:
@@ -294,13 +289,9 @@ def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
         sampler.stop()
     wall = time.monotonic() - started
     procs = [p for r in runs for p in r.procs]
-    dirs = [d for d in (_run_dir(p.log.parent) for p in procs) if d is not None]
+    dirs = [d for d in (run_dirs.latest(p.log.parent) for p in procs) if d is not None]
     totals = merge.merge(dirs, run_dir, wall) if dirs else merge.Totals()
-    latest = reports_dir / "latest"
-    tmp = latest.with_name(f".latest-{run_dir.name}")
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(run_dir.relative_to(reports_dir))
-    os.replace(tmp, latest)
+    run_dirs.point(reports_dir, run_dir)
     print("=" * 30 + " karpenter-e2e lanes " + "=" * 30)
     rows = []
     for r in runs:

@@ -48,6 +48,7 @@ from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.local import kube_releases, releases, versions as local_versions
+from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import collect
 from karpenter_e2e.runners.children import Child, Children
 
@@ -531,8 +532,7 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
     if code is None:
         return VersionRun(version, {}, None, 0.0, build_s, log, None, "interrupted")
     wall = time.monotonic() - t0
-    latest = vdir / "latest"
-    run_dir = latest.resolve() if latest.exists() else None
+    run_dir = run_dirs.latest(vdir)
     junit = run_dir / "junit.xml" if run_dir else None
     cells: dict[str, Cell] = {}
     error = ""
@@ -675,14 +675,6 @@ def rerender(out: Path) -> Matrix:
     return m
 
 
-def _point_latest(reports: Path, out: Path, name: str) -> None:
-    latest = reports / name
-    tmp = latest.with_name(f".{name}-{out.name}")
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(out.relative_to(reports))
-    os.replace(tmp, latest)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.matrix",
                                  description=__doc__.split("\n\n")[0])
@@ -778,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
                                         *(argv if argv is not None else sys.argv[1:])])})
     n = merge_allure({v: r.run_dir for v, r in runs.items() if r.run_dir}, out / "allure-results")
     files = write(m, out)
-    _point_latest(opts.reports_dir, out, "matrix-latest")
+    run_dirs.point(opts.reports_dir, out, "matrix-latest")
     print(files["markdown"].read_text())
     print(f"matrix: {files['json']}, {files['markdown']}, {files['png']}, "
           f"{out / 'allure-results'} ({n} results); wall {m.meta['wall_s']:.0f}s", flush=True)
