@@ -21,7 +21,6 @@ from pathlib import Path
 from karpenter_e2e.runners.children import Child, Children
 
 CLOSING = re.compile(r"=+ (.*(?:passed|failed|errors?|skipped|no tests ran).* in [\d.]+s.*?) =+$")
-STOPPED: list[int] = []  # set once interrupted: no further run starts
 FAILED = re.compile(r"^(?:\[[^\]]+\] )?(?:FAILED|ERROR) (\S+)")
 
 
@@ -52,10 +51,9 @@ def run_once(cmd: list[str], log: Path) -> dict:
     children = Children()
     with children.stopped_by_signals("soak"):  # the run takes its clusters down first
         rc = children.run(Child("soak", cmd, log, on_line=read))
-    if children.interrupted.is_set():
-        STOPPED.append(1)
     done.set()
-    return {"rc": 130 if rc is None else rc, "wall": time.monotonic() - t0,
+    return {"interrupted": children.interrupted.is_set(), "rc": 130 if rc is None else rc,
+            "wall": time.monotonic() - t0,
             "closing": closing or "(no closing line)", "failed": sorted(set(failed)),
             "load_start": start_load, "load_end": _load(), "load_peak": peak[0]}
 
@@ -81,9 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                       "| run | exit | wall s | closing line | failed | load start/peak/end |\n"
                       "|---|---|---|---|---|---|\n")
     green = ran = 0
+    interrupted = False
     for n in range(1, opts.runs + 1):
-        if STOPPED:
-            break
         ran = n
         r = run_once(cmd, logs / f"run-{n:02d}.log")
         green += r["rc"] == 0
@@ -94,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(row)
         print(f"soak: run {n}/{opts.runs}: exit {r['rc']} in {r['wall']:.0f}s: {r['closing']}"
               f"{' FAILED ' + ', '.join(r['failed']) if r['failed'] else ''}", flush=True)
-    if STOPPED:
+        if r["interrupted"]:  # no further run starts
+            interrupted = True
+            break
+    if interrupted:
         with open(report, "a") as fh:
             fh.write(f"\nInterrupted (SIGINT or SIGTERM) in run {ran}.\n")
         print(f"soak: interrupted in run {ran}; {green} of {ran} runs green; {report}")
