@@ -5,6 +5,7 @@ the released module trees that are in the Go module cache (offline: absent ones 
 import json
 import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -250,28 +251,23 @@ def test_the_gate_table_matches_the_releases_options(version):
     assert ours == upstream, version
 
 
-def test_a_pool_needing_the_catalogues_labels_is_skipped_where_offerings_carry_none():
-    from karpenter_e2e.fixtures.nodepools import load_spec
-    from karpenter_e2e.fixtures.plugin import _catalogue_serves
-    pool = load_spec("default")  # requires karpenter.k8s.aws/instance-category, -generation
-    assert _catalogue_serves("local", "v1.5.5") is None
-    assert _catalogue_serves("aws-sim", "v1.0.8") is None  # EC2's own types carry them
-    check = _catalogue_serves("local", "v1.1.5")
-    with pytest.raises(pytest.skip.Exception, match="NodePool requires karpenter.k8s.aws/"
-                                                    "instance-category, karpenter.k8s.aws/"
-                                                    "instance-generation.*Karpenter v1.1.5 lacks "
-                                                    "labels on the KWOK catalogue's offerings"):
-        check(pool)
-    pool["spec"]["template"]["spec"]["requirements"] = [
-        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
-    check(pool)  # nothing of the catalogue's: runs
-
-
-def test_releases_before_offering_labels_get_a_catalogue_without_them():
-    from karpenter_e2e.clusters.local import catalogue
-    old = json.loads(catalogue.for_release("v1.1.5"))
-    new = json.loads(catalogue.for_release("v1.5.5"))
-    keys = lambda c: {r["key"] for it in c for o in it["offerings"] for r in o["Requirements"]}  # noqa: E731
-    assert keys(old) == {"karpenter.sh/capacity-type", "topology.kubernetes.io/zone"}
-    assert "karpenter.k8s.aws/instance-category" in keys(new)
-    assert [it["name"] for it in old] == [it["name"] for it in new]
+def test_releases_without_offering_labels_get_them_backported():
+    """v1.0.8 and v1.1.5's KWOK provider puts only an offering's zone and capacity type on a
+    node; the harness's patch gives it v1.5.5's offering labels, and applies to both."""
+    from karpenter_e2e.clusters.local import build
+    patch = build.OFFERING_LABELS_PATCH.read_text()
+    new = module("v1.5.5")
+    if new.is_dir():
+        added = [ln[1:].strip() for ln in patch.splitlines()
+                 if ln.startswith("+") and not ln.startswith("+++")]
+        upstream = text(new, "kwok/cloudprovider/helpers.go") + text(
+            new, "kwok/cloudprovider/cloudprovider.go")
+        assert all(ln in upstream for ln in added if ln), "the backport is v1.5.5's own code"
+    for version in ("v1.0.8", "v1.1.5"):
+        tree = module(version)
+        if not tree.is_dir():
+            continue
+        proc = subprocess.run(["git", "apply", "--check",
+                               str(build.OFFERING_LABELS_PATCH)], cwd=tree,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, (version, proc.stderr)

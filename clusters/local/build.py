@@ -414,6 +414,21 @@ def _mutant_does_not_build(mutant, exc: BuildFailed):
 # kwok/options/options.go): it reads kwok/cloudprovider/instance_types.json, embedded with
 # go:embed. The harness's catalogue is written into a copy of the module and built in.
 CATALOGUE_IN_MODULE = Path("kwok/cloudprovider/instance_types.json")
+# The same releases' KWOK provider puts only an offering's zone and capacity type on a node
+# (features "kwok-offering-labels"), so a workshop pool's karpenter.k8s.aws/* requirements
+# could match no node. This patch gives their fake cloud provider v1.5.5's two lines for it
+# (each offering requirement is a well-known label, and a single-valued one goes on the
+# node); it touches kwok/cloudprovider only, never Karpenter's own pkg/ (docs/modes-local.md).
+OFFERING_LABELS_PATCH = Path(__file__).parent / "assets" / "kwok-offering-labels.patch"
+
+
+def backport_offering_labels(src: Path) -> Path:
+    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(OFFERING_LABELS_PATCH)],
+                          cwd=src, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ClusterError(f"{OFFERING_LABELS_PATCH.name} does not apply to {src}: "
+                           f"{proc.stderr.strip()[:400]}")
+    return src
 
 
 @functools.cache
@@ -437,9 +452,10 @@ def catalogue_digest(catalogue_json: str) -> str:
 
 def embedded_path(target: Target, catalogue_json: str, mutant=None) -> Path:
     """The cache name of a build with ``catalogue_json`` built in: the release's (or the
-    mutant's) name, then ``-embedded-catalogue-<digest of the catalogue>``."""
+    mutant's) name, then ``-embedded-catalogue-<digest of the catalogue and the backport>``."""
     base = mutant_path(mutant, target.name) if mutant else target.path
-    return base.with_name(f"{base.name}-embedded-catalogue-{catalogue_digest(catalogue_json)}")
+    digest = catalogue_digest(catalogue_json + OFFERING_LABELS_PATCH.read_text())
+    return base.with_name(f"{base.name}-embedded-catalogue-{digest}")
 
 
 def karpenter_binary(version: str, catalogue_exclude=None, mutant=None) -> Path:
@@ -449,7 +465,7 @@ def karpenter_binary(version: str, catalogue_exclude=None, mutant=None) -> Path:
     target = find("karpenter-kwok", version)
     if not reads_catalogue_file(download_karpenter(version)):
         from karpenter_e2e.clusters.local import catalogue
-        text = catalogue.for_release(version, catalogue.select(catalogue_exclude))
+        text = catalogue.render_text(catalogue.select(catalogue_exclude))
         return build_embedded(target, text, mutant)
     if mutant:
         return build_mutant(mutant)
@@ -458,7 +474,8 @@ def karpenter_binary(version: str, catalogue_exclude=None, mutant=None) -> Path:
 
 def build_embedded(target: Target, catalogue_json: str, mutant=None) -> Path:
     """``target`` (with ``mutant``'s patch, if given) built from a copy of its module whose
-    kwok/cloudprovider/instance_types.json is ``catalogue_json``."""
+    kwok/cloudprovider/instance_types.json is ``catalogue_json``, its KWOK provider given
+    offering labels."""
     from karpenter_e2e.clusters import mutants
 
     out = embedded_path(target, catalogue_json, mutant)
@@ -470,7 +487,7 @@ def build_embedded(target: Target, catalogue_json: str, mutant=None) -> Path:
         src = (mutants.apply(mutant, module_dir, dest) if mutant
                else mutants.writable_copy(module_dir, dest))
         (src / CATALOGUE_IN_MODULE).write_text(catalogue_json)
-        return src
+        return backport_offering_labels(src)
 
     return _build_from_copy(target, out, cache_dir() / "src" / out.name, make_src,
                             kind="catalogue-embedded", mutant=mutant)

@@ -4,8 +4,9 @@ The KWOK provider turns every single-valued ``In`` requirement of an offering in
 node label and a well-known key. Putting the AWS provider's ``karpenter.k8s.aws/*``
 labels on each offering is what lets the workshop NodePools (category In [c,m,r],
 generation Gt 2, ...) apply unchanged in local mode. Releases before v1.5.5 take only the
-zone and capacity type from an offering (features "kwok-offering-labels"): for them the
-catalogue is rendered without the labels (``offering_labels=False``), in their own format.
+zone and capacity type from an offering (features "kwok-offering-labels"); the harness builds
+them with that part of v1.5.5's KWOK provider backported (clusters/local/build.py), so every
+release reads the same catalogue.
 """
 
 from __future__ import annotations
@@ -50,23 +51,22 @@ def aws_labels(t: EC2Type) -> dict[str, str]:
     return labels
 
 
-def _offering(t: EC2Type, zone: str, capacity_type: str, offering_labels: bool = True) -> dict:
+def _offering(t: EC2Type, zone: str, capacity_type: str) -> dict:
     reqs = {"karpenter.sh/capacity-type": capacity_type, "topology.kubernetes.io/zone": zone}
-    if offering_labels:
-        reqs |= aws_labels(t)
+    reqs |= aws_labels(t)
     price = t.od if capacity_type == "on-demand" else spot_price(t, zone)
     return {"Price": price, "Available": True,
             "Requirements": [{"key": k, "operator": "In", "values": [v]} for k, v in reqs.items()]}
 
 
-def instance_type(t: EC2Type, offering_labels: bool = True) -> dict:
+def instance_type(t: EC2Type) -> dict:
     resources = {"cpu": str(t.vcpu), "memory": f"{int(t.memory_gib * 1024)}Mi",
                  "ephemeral-storage": "20Gi", "pods": "110"}
     if t.gpus:
         resources["nvidia.com/gpu"] = str(t.gpus)
     return {
         "name": t.name,
-        "offerings": [_offering(t, z, ct, offering_labels)
+        "offerings": [_offering(t, z, ct)
                       for z in ZONES for ct in ("on-demand", "spot")],
         "architecture": t.arch,
         "operatingSystems": ["linux"],
@@ -74,8 +74,8 @@ def instance_type(t: EC2Type, offering_labels: bool = True) -> dict:
     }
 
 
-def render(types: Iterable[EC2Type] = TYPES, offering_labels: bool = True) -> list[dict]:
-    return [instance_type(t, offering_labels) for t in types]
+def render(types: Iterable[EC2Type] = TYPES) -> list[dict]:
+    return [instance_type(t) for t in types]
 
 
 def select(exclude: Callable[[EC2Type], bool] | None = None) -> list[EC2Type]:
@@ -83,21 +83,15 @@ def select(exclude: Callable[[EC2Type], bool] | None = None) -> list[EC2Type]:
     return [t for t in TYPES if not (exclude and exclude(t))]
 
 
-def render_text(types: Iterable[EC2Type] = TYPES, offering_labels: bool = True) -> str:
+def render_text(types: Iterable[EC2Type] = TYPES) -> str:
     """The catalogue file's text (also what is built into releases without a catalogue flag)."""
-    return json.dumps(render(types, offering_labels), indent=1)
+    return json.dumps(render(types), indent=1)
 
 
-def write(path: Path, types: Iterable[EC2Type] = TYPES, offering_labels: bool = True) -> Path:
+def write(path: Path, types: Iterable[EC2Type] = TYPES) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_text(types, offering_labels))
+    path.write_text(render_text(types))
     return path
-
-
-def for_release(version: str, types: Iterable[EC2Type] = TYPES) -> str:
-    """The catalogue's text in the format Karpenter ``version``'s KWOK provider reads."""
-    from karpenter_e2e.clusters import features
-    return render_text(types, features.has(version, "kwok-offering-labels"))
 
 
 def without(spec: str) -> Callable[[EC2Type], bool]:

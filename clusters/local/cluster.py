@@ -311,9 +311,8 @@ class LocalCluster:
         self._prepare_catalogue(self.karpenter_version)
 
     def _prepare_catalogue(self, version: str) -> None:
-        """The catalogue file in the format Karpenter ``version`` reads (rewritten when an
-        upgrade crosses v1.5.5, where offerings start to carry labels)."""
-        text = catalogue.for_release(version, catalogue.select(self.catalogue_exclude))
+        """The catalogue file Karpenter reads (releases up to v1.1.5 have it built in)."""
+        text = catalogue.render_text(catalogue.select(self.catalogue_exclude))
         if not self.catalogue_file.exists() or self.catalogue_file.read_text() != text:
             self.catalogue_file.parent.mkdir(parents=True, exist_ok=True)
             self.catalogue_file.write_text(text)
