@@ -95,7 +95,9 @@ def test_gpu_pod_without_toleration_stays_pending_and_says_why(nodepool_factory,
 
         with expect.throughout(no_claims, f"no NodeClaim of {pool.name} for a pod that does "
                                           f"not tolerate its taint"):
-            expect.eventually_karpenter_says(r"did not tolerate taint", namespace=gpu.namespace)
+            # v1.0.x: "did not tolerate <taint>"; from v1.5: "did not tolerate taint (taint=<taint>)"
+            expect.eventually_karpenter_says(r"did not tolerate (taint \(taint=)?nvidia\.com/gpu=",
+                                             namespace=gpu.namespace)
             expect.consistently_pods_pending(gpu, 1, duration=20)
         verdict = diagnose()
         assert verdict.startswith("untolerated taint") and "nvidia.com/gpu" in verdict, verdict
