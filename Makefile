@@ -160,15 +160,21 @@ matrix: setup
 		$(MATRIX_ARGS) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 ## bisect: the first release from GOOD to BAD where SCENARIO fails (binary search over the served
-## releases; both ends checked first), and the module files changed from the release before it
+## releases; both ends checked first), and the module files changed from the release before it.
+## BROKEN=vA FIXED=vB instead: the first release where a failing SCENARIO passes (the fix).
 SCENARIO ?=
 GOOD ?=
 BAD ?=
+BROKEN ?=
+FIXED ?=
 BISECT_ARGS ?=
 bisect: setup
-	@test -n "$(SCENARIO)" -a -n "$(GOOD)" -a -n "$(BAD)" || { echo "usage: make bisect" \
-		"SCENARIO=id GOOD=vA BAD=vB [BISECT_ARGS='--cluster-prefix x']"; exit 2; }
-	$(PY) -m karpenter_e2e.runners.bisect --scenario $(SCENARIO) --good $(GOOD) --bad $(BAD) \
+	@test -n "$(SCENARIO)" -a \( -n "$(GOOD)$(BAD)" -o -n "$(BROKEN)$(FIXED)" \) || { echo "usage:" \
+		"make bisect SCENARIO=id GOOD=vA BAD=vB, or SCENARIO=id BROKEN=vA FIXED=vB" \
+		"[BISECT_ARGS='--cluster-prefix x']"; exit 2; }
+	$(PY) -m karpenter_e2e.runners.bisect --scenario $(SCENARIO) \
+		$(if $(GOOD),--good $(GOOD)) $(if $(BAD),--bad $(BAD)) \
+		$(if $(BROKEN),--broken $(BROKEN)) $(if $(FIXED),--fixed $(FIXED)) \
 		--reports-dir reports $(BISECT_ARGS) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 ## scale: the 1000-pod scale scenario (Karpenter's basic perf case) on a local cluster

@@ -1,21 +1,26 @@
-"""`make bisect`: the first Karpenter release where a scenario fails, by binary search.
+"""`make bisect`: the first Karpenter release where a scenario fails (or passes again).
 
     python -m karpenter_e2e.runners.bisect --scenario ID --good vA --bad vB
+    python -m karpenter_e2e.runners.bisect --scenario ID --broken vA --fixed vB
         [--reports-dir reports] [--cluster-prefix matrix] [-- PYTEST_ARGS...]
 
-The candidates are the releases the Go module proxy serves from GOOD to BAD. Both ends are
-run first: the scenario must pass on GOOD and fail on BAD, else the search says which end does
-not hold and stops (BAD passing: "no failing release"). Then the middle candidate is run,
-halving the range each time. A release where the scenario is skipped (it lacks a feature) is
-neither good nor bad: it is reported, and the nearest untried candidate to the middle is run
+GOOD/BAD finds a regression: the first release where a scenario that passed fails.
+BROKEN/FIXED finds a fix: the first release where a scenario that failed passes, which is
+what an operator stuck on an old release asks ("which upgrade fixes this?"). The candidates
+are the releases the Go module proxy serves from the older end to the newer. Both ends are
+run first and must have their outcome, else the search says which end does not hold and stops
+(the newer end with the older end's outcome: "no change"). Then the middle candidate is run,
+halving the range each time. A release where the scenario is skipped (it lacks a feature) has
+neither outcome: it is reported, and the nearest untried candidate to the middle is run
 instead. Each run is one plain pytest on a cluster of its own (runners/matrix.py's
 ``run_version``), one at a time.
 
-The answer: the first failing release, and the module files that changed between the last
-passing release and it (``go mod download -json sigs.k8s.io/karpenter@v``'s Dir; files under
-pkg/ and kwok/, without *_test.go and testdata; added, removed and changed, with line counts).
+The answer: the first release with the newer end's outcome, and the module files that changed
+between the release before it and it (``go mod download -json sigs.k8s.io/karpenter@v``'s
+Dir; files under pkg/ and kwok/, without *_test.go and testdata; added, removed and changed,
+with line counts).
 
-Exit: 0 a first failing release was found (or none fails); 1 an end does not hold; 2 bad
+Exit: 0 a first release was found (or nothing changed); 1 an end does not hold; 2 bad
 input; 130 interrupted.
 """
 
@@ -47,26 +52,42 @@ class Step:
 
 @dataclass
 class Result:
-    verdict: str  # found | no-failing-release | good-does-not-hold | bad-does-not-hold | interrupted
+    verdict: str  # found | no-change | old-does-not-hold | new-does-not-hold | interrupted
     message: str
-    first_bad: str | None = None
-    last_good: str | None = None
-    skipped: list[str] = field(default_factory=list)  # between last_good and first_bad
+    first_new: str | None = None  # the first release with the NEW end's outcome
+    last_old: str | None = None  # the release before it, with the OLD end's outcome
+    skipped: list[str] = field(default_factory=list)  # between last_old and first_new
     steps: list[Step] = field(default_factory=list)
 
 
-def candidates(good: str, bad: str, served: list[str]) -> list[str]:
-    """The served releases from ``good`` to ``bad``, both included, oldest first."""
+@dataclass(frozen=True)
+class Terms:
+    """What the search looks for: a regression (passes on the older end, fails on the newer:
+    GOOD and BAD) or a fix (fails on the older end, passes on the newer: BROKEN and FIXED)."""
+    old: str  # the older end's name
+    new: str
+    old_status: str  # the outcome the older end must have
+    new_status: str
+    first: str  # what the first release of the new outcome is called
+
+
+REGRESSION = Terms("GOOD", "BAD", "passed", "failed", "first failing release")
+FIX = Terms("BROKEN", "FIXED", "failed", "passed", "first passing release (the fix)")
+
+
+def candidates(old: str, new: str, served: list[str], terms: Terms = REGRESSION) -> list[str]:
+    """The served releases from ``old`` to ``new``, both included, oldest first."""
     key = local_versions.semver
-    if key(good) >= key(bad):
-        raise BadInput(f"GOOD {good} must be older than BAD {bad}")
-    return [v for v in sorted(set(served) | {good, bad}, key=key) if key(good) <= key(v) <= key(bad)]
+    if key(old) >= key(new):
+        raise BadInput(f"{terms.old} {old} must be older than {terms.new} {new}")
+    return [v for v in sorted(set(served) | {old, new}, key=key) if key(old) <= key(v) <= key(new)]
 
 
 def search(versions: list[str], run: Callable[[str], Cell],
-           say: Callable[[str], None] = lambda _s: None) -> Result:
-    """Binary search over ``versions`` (oldest first; ``versions[0]`` GOOD, ``versions[-1]``
-    BAD) with ``run`` (a version -> its cell for the scenario). Both ends are run first."""
+           say: Callable[[str], None] = lambda _s: None, terms: Terms = REGRESSION) -> Result:
+    """Binary search over ``versions`` (oldest first; ``versions[0]`` the older end,
+    ``versions[-1]`` the newer) with ``run`` (a version -> its cell for the scenario) for the
+    first release whose outcome is the newer end's. Both ends are run first."""
     steps: list[Step] = []
     did = {"failed": "failed", "skipped": "was skipped", "passed": "passed"}
 
@@ -77,22 +98,25 @@ def search(versions: list[str], run: Callable[[str], Cell],
         say(f"bisect: {v}: {cell.status}{f': {cell.text}' if cell.text else ''}")
         return cell
 
-    good, bad = versions[0], versions[-1]
-    g = do(good, "GOOD end")
-    if g.status == "not run":
-        return Result("interrupted", f"interrupted at {good}", steps=steps)
-    if g.status != "passed":
-        return Result("good-does-not-hold", f"GOOD {good} does not hold: the scenario "
-                      f"{did.get(g.status, g.status)} there{f' ({g.text})' if g.text else ''}", steps=steps)
-    b = do(bad, "BAD end")
-    if b.status == "not run":
-        return Result("interrupted", f"interrupted at {bad}", steps=steps)
-    if b.status == "passed":
-        return Result("no-failing-release", f"no failing release: the scenario passes on GOOD "
-                      f"{good} and on BAD {bad}; nothing to bisect", last_good=bad, steps=steps)
-    if b.status != "failed":
-        return Result("bad-does-not-hold", f"BAD {bad} does not hold: the scenario "
-                      f"{did.get(b.status, b.status)} there{f' ({b.text})' if b.text else ''}", steps=steps)
+    def does_not_hold(end: str, v: str, c: Cell) -> str:
+        return (f"{end} {v} does not hold: the scenario {did.get(c.status, c.status)} "
+                f"there{f' ({c.text})' if c.text else ''}")
+
+    old, new = versions[0], versions[-1]
+    o = do(old, f"{terms.old} end")
+    if o.status == "not run":
+        return Result("interrupted", f"interrupted at {old}", steps=steps)
+    if o.status != terms.old_status:
+        return Result("old-does-not-hold", does_not_hold(terms.old, old, o), steps=steps)
+    n = do(new, f"{terms.new} end")
+    if n.status == "not run":
+        return Result("interrupted", f"interrupted at {new}", steps=steps)
+    if n.status == terms.old_status:
+        return Result("no-change", f"no change: the scenario {did[n.status]} on {terms.old} "
+                      f"{old} and on {terms.new} {new}; nothing to bisect", last_old=new,
+                      steps=steps)
+    if n.status != terms.new_status:
+        return Result("new-does-not-hold", does_not_hold(terms.new, new, n), steps=steps)
     lo, hi = 0, len(versions) - 1
     skipped: set[int] = set()
     while True:
@@ -102,9 +126,9 @@ def search(versions: list[str], run: Callable[[str], Cell],
         middle = (lo + hi) / 2
         i = min(untried, key=lambda k: (abs(k - middle), k))
         cell = do(versions[i], f"middle of {versions[lo]} .. {versions[hi]}")
-        if cell.status == "passed":
+        if cell.status == terms.old_status:
             lo = i
-        elif cell.status == "failed":
+        elif cell.status == terms.new_status:
             hi = i
         elif cell.status == "skipped":
             skipped.add(i)
@@ -113,13 +137,13 @@ def search(versions: list[str], run: Callable[[str], Cell],
     between = [versions[i] for i in sorted(skipped) if lo < i < hi]
     first, last = versions[hi], versions[lo]
     if between:
-        msg = (f"first failing release: {first}, or one of {', '.join(between)} before it, where "
-               f"the scenario is skipped; last passing: {last}")
+        msg = (f"{terms.first}: {first}, or one of {', '.join(between)} before it, where "
+               f"the scenario is skipped; last that {did[terms.old_status]}: {last}")
     else:
-        msg = f"first failing release: {first} (the release before it, {last}, passes)"
+        msg = f"{terms.first}: {first} (the release before it, {last}, {did[terms.old_status]})"
     all_skipped = [versions[i] for i in sorted(skipped)]
     if all_skipped:
-        msg += f". Skipped (neither good nor bad): {', '.join(all_skipped)}"
+        msg += f". Skipped (neither outcome): {', '.join(all_skipped)}"
     return Result("found", msg, first, last, between, steps)
 
 
@@ -197,8 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.bisect",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenario", required=True, help="one scenario id")
-    ap.add_argument("--good", required=True, help="a release where the scenario passes")
-    ap.add_argument("--bad", required=True, help="a later release where it fails")
+    ap.add_argument("--good", help="a release where the scenario passes (with --bad)")
+    ap.add_argument("--bad", help="a later release where it fails: find the regression")
+    ap.add_argument("--broken", help="a release where the scenario fails (with --fixed)")
+    ap.add_argument("--fixed", help="a later release where it passes: find the fix")
     ap.add_argument("--reports-dir", type=Path, default=Path("reports"))
     ap.add_argument("--cluster-prefix", default="matrix",
                     help="each run's cluster is <prefix>-<version> (default matrix)")
@@ -212,16 +238,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "," in opts.scenario or not opts.scenario.strip():
             raise BadInput(f"--scenario {opts.scenario!r}: one scenario id")
-        good, bad = matrix.check_versions([opts.good, opts.bad])
-        if (good, bad) != (opts.good, opts.bad):
-            raise BadInput(f"GOOD {opts.good} must be older than BAD {opts.bad}")
+        terms, ends = _ends(opts)
+        older, newer = matrix.check_versions(ends)
+        if (older, newer) != ends:
+            raise BadInput(f"{terms.old} {ends[0]} must be older than {terms.new} {ends[1]}")
         try:
             served = matrix.default_versions()
         except ClusterError as exc:
             raise BadInput(str(exc)) from None
-        versions = candidates(good, bad, served)
+        versions = candidates(older, newer, served, terms)
         out.mkdir(parents=True, exist_ok=True)
-        matrix.collect_scenarios(bad, [opts.scenario], paths, args, out)
+        matrix.collect_scenarios(newer, [opts.scenario], paths, args, out)
     except BadInput as exc:
         print(f"bisect: {exc}", file=sys.stderr)
         return 2
@@ -238,14 +265,15 @@ def main(argv: list[str] | None = None) -> int:
             "failed", r.error or f"no result for {opts.scenario} (pytest exited {r.exit})")
 
     with children.stopped_by_signals("bisect"):
-        result = search(versions, run, say=lambda s: print(s, flush=True))
-    lines = [f"bisect {opts.scenario} {good} .. {bad}: {result.message}", "", "runs:"]
+        result = search(versions, run, say=lambda s: print(s, flush=True), terms=terms)
+    lines = [f"bisect {opts.scenario} {terms.old} {older} .. {terms.new} {newer}: "
+             f"{result.message}", "", "runs:"]
     lines += [f"  {s.version:9} {s.cell.status:8} ({s.why}){f': {s.cell.text}' if s.cell.text else ''}"
               for s in result.steps]
-    if result.first_bad and result.last_good:
+    if result.first_new and result.last_old:
         try:
-            changes = module_diff(module_dir(result.last_good), module_dir(result.first_bad))
-            lines += ["", render_diff(result.last_good, result.first_bad, changes)]
+            changes = module_diff(module_dir(result.last_old), module_dir(result.first_new))
+            lines += ["", render_diff(result.last_old, result.first_new, changes)]
         except ClusterError as exc:
             lines += ["", f"module diff not listed: {exc}"]
     lines += ["", f"wall {time.monotonic() - t0:.0f}s; logs in {out}"]
@@ -254,7 +282,17 @@ def main(argv: list[str] | None = None) -> int:
     print(text, flush=True)
     if result.verdict == "interrupted":
         return 130
-    return 0 if result.verdict in ("found", "no-failing-release") else 1
+    return 0 if result.verdict in ("found", "no-change") else 1
+
+
+def _ends(opts: argparse.Namespace) -> tuple[Terms, tuple[str, str]]:
+    regression, fix = (opts.good, opts.bad), (opts.broken, opts.fixed)
+    if all(regression) and not any(fix):
+        return REGRESSION, (opts.good, opts.bad)
+    if all(fix) and not any(regression):
+        return FIX, (opts.broken, opts.fixed)
+    raise BadInput("give --good and --bad (find the release that broke the scenario) or "
+                   "--broken and --fixed (find the release that fixed it), not a mix")
 
 
 if __name__ == "__main__":
