@@ -15,7 +15,7 @@ from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from karpenter_e2e.checks.manifests import Manifest, ManifestError
 from karpenter_e2e.clusters.kube import NODECLAIM, Kube, api_message
-from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, eventually
+from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 
 log = logging.getLogger("karpenter_e2e.check")
 
@@ -82,7 +82,7 @@ class Applier:
                 if exc.status != 409:  # another check on this cluster installed it just now
                     raise
             eventually(lambda: Observation(self.kube.crd_established(name), "not established"),
-                       what=f"CRD {name} to be established", timeout=TIMEOUTS.api, poll=0.2)
+                       what=f"CRD {name} to be established", timeout=DEFAULTS.api, poll=0.2)
         errors = []
         for m in manifests:
             version = m.body["apiVersion"].rpartition("/")[2]
@@ -117,7 +117,7 @@ class Applier:
             return Observation(not left, f"still there: {', '.join(left)}")
 
         eventually(gone, what="every NodeClaim and the check's namespaces to be gone after "
-                              "its objects were deleted", timeout=TIMEOUTS.cleanup)
+                              "its objects were deleted", timeout=DEFAULTS.cleanup)
 
 
 def _rejected(m: Manifest, exc) -> str:

@@ -17,7 +17,7 @@ import time
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
-from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, eventually
+from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 from karpenter_e2e.fixtures.timings import timestamp
 
 QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled
@@ -102,7 +102,7 @@ class Settler:
 
         eventually(check, what="Karpenter to settle after scale-out (every pod Running, or "
                                "Pending with Karpenter's FailedScheduling event; nothing "
-                               "launching)", timeout=TIMEOUTS.provision)
+                               "launching)", timeout=DEFAULTS.provision)
         return time.time() - started
 
     def scaled_in(self, manifests: list[Manifest]) -> float:
@@ -137,7 +137,7 @@ class Settler:
 
         eventually(check, what="consolidation to settle after scale-in (no NodeClaim launching "
                                f"or deleting, {DISRUPTION_QUIET_S}s quiet after each pool's "
-                               "consolidateAfter)", timeout=TIMEOUTS.disruption)
+                               "consolidateAfter)", timeout=DEFAULTS.disruption)
         return time.time() - started
 
     def _karpenter_failed(self, pod) -> bool:

@@ -7,7 +7,7 @@ import allure
 import pytest
 from kubernetes.utils import parse_quantity
 
-from karpenter_e2e.clusters.waits import TIMEOUTS, Observation
+from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures import timings as measure
 from karpenter_e2e.fixtures.expect import (
     CAPACITY_TYPE,
@@ -242,7 +242,7 @@ def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory
             return Observation(len(pods) == 2 * NODE_LIMIT, describe_pods(pods))
 
         expect.eventually(created, f"{2 * NODE_LIMIT} pods of {inflate.name} to be created",
-                          TIMEOUTS.api)
+                          expect.timeouts.api)
         timeline.band(scaled, scaled + NODE_LIMIT_HOLD_S, f"limits.nodes {NODE_LIMIT}: no NodeClaim "
                                                           f"added for {NODE_LIMIT_HOLD_S}s")
         expect.consistently_pods_pending(inflate, NODE_LIMIT, NODE_LIMIT_HOLD_S, also=at_the_limit)

@@ -75,3 +75,29 @@ def test_one_mapping_for_flags():
     assert plugin_dest("cluster-name") == "karpenter_cluster_name"
     assert plugin_dest("karpenter_version") == "karpenter_version"
     assert cli_flag("cluster_name") == "--cluster-name"  # the harness's own command lines
+
+
+def test_timeouts_are_the_runs_own_and_no_module_global_changes(pytester):
+    """--karpenter-timeouts goes into the run's config.stash; the library's defaults stay."""
+    from dataclasses import FrozenInstanceError
+
+    from karpenter_e2e.clusters import waits
+    from karpenter_e2e.fixtures.settings import timeouts
+    tuned = pytester.parseconfig("--karpenter-timeouts", "provision=7,cleanup=9.5")
+    plain = pytester.parseconfig()
+    assert (timeouts(tuned).provision, timeouts(tuned).cleanup) == (7, 9.5)
+    assert timeouts(plain) == waits.DEFAULTS == waits.Timeouts()
+    assert not hasattr(waits, "TIMEOUTS")
+    with pytest.raises(FrozenInstanceError):
+        waits.DEFAULTS.provision = 1  # type: ignore[misc]
+    bad = pytester.parseconfig("--karpenter-timeouts", "provison=7")
+    with pytest.raises(pytest.UsageError, match="--karpenter-timeouts 'provison=7': expected "
+                                                "KIND=SECONDS with KIND one of api, provision"):
+        timeouts(bad)
+
+
+def test_a_wait_uses_the_timeouts_it_is_given():
+    from karpenter_e2e.clusters import waits
+    short = waits.Timeouts.parse("provision=0.3,poll=0.1")
+    with pytest.raises(waits.WaitTimeout, match="timed out after 0s"):
+        waits.eventually(lambda: waits.Observation(False, "no"), what="x", timeouts=short)

@@ -28,7 +28,7 @@ from karpenter_e2e.clusters.kube import (
     Kube,  # the harness's one client: same loading, same timeouts
 )
 from karpenter_e2e.clusters.local import build  # the per-user cache every mode shares
-from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, eventually
+from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 
 log = logging.getLogger(__name__)
 
@@ -395,4 +395,4 @@ class EksCluster:
             return Observation((d.ready_replicas > 0) == want, seen)
 
         eventually(check, what=f"Karpenter to be {'ready' if want else 'stopped'}",
-                   timeout=TIMEOUTS.provision if want else TIMEOUTS.api, poll=2)
+                   timeout=DEFAULTS.provision if want else DEFAULTS.api, poll=2)

@@ -26,7 +26,7 @@ from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.local import build, catalogue, process, versions
 from karpenter_e2e.clusters.local.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.local.cluster import LocalCluster
-from karpenter_e2e.clusters.waits import TIMEOUTS, Observation, StopWaiting, WaitAborted, eventually
+from karpenter_e2e.clusters.waits import DEFAULTS, Observation, StopWaiting, WaitAborted, eventually
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ class KindCluster:
                 return Observation(False, f"/healthz: {exc}")
 
         try:
-            eventually(ready, what="kwok /healthz to answer", timeout=TIMEOUTS.api, poll=0.5)
+            eventually(ready, what="kwok /healthz to answer", timeout=DEFAULTS.api, poll=0.5)
         except WaitAborted as exc:
             raise ClusterError(exc.seen) from None
 

@@ -37,7 +37,7 @@ from karpenter_e2e.clusters.local import (
 from karpenter_e2e.clusters.local.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.clusters.waits import (
-    TIMEOUTS,
+    DEFAULTS,
     Observation,
     StopWaiting,
     WaitAborted,
@@ -383,7 +383,7 @@ class LocalCluster:
             out = self.kubectl("get", "--raw", "/readyz", timeout=10, check=False).strip()
             return Observation(out == "ok", out or "no answer")
 
-        eventually(ready, what="kube-apiserver /readyz to answer ok", timeout=TIMEOUTS.api,
+        eventually(ready, what="kube-apiserver /readyz to answer ok", timeout=DEFAULTS.api,
                    poll=0.5, diagnose=lambda: self._log_tails(["kube-apiserver", "etcd"]))
 
     def _record_kubernetes_version(self) -> None:
@@ -614,7 +614,7 @@ def _core_crds(module: Path) -> str:
 
 def await_started(proc: subprocess.Popen, name: str, ready: Callable[[], Observation],
                   log_path: Path, what: str, poll: float) -> None:
-    """Wait (TIMEOUTS.api) until ``ready()`` holds for a process just started; if it exits
+    """Wait (the default api deadline) until ``ready()`` holds for a process just started; if it exits
     first, fail at once with the line that says why; on timeout, stop it."""
     def check() -> Observation:
         if proc.poll() is not None:
@@ -624,7 +624,7 @@ def await_started(proc: subprocess.Popen, name: str, ready: Callable[[], Observa
         return ready()
 
     try:
-        eventually(check, what=what, timeout=TIMEOUTS.api, poll=poll,
+        eventually(check, what=what, timeout=DEFAULTS.api, poll=poll,
                    diagnose=lambda: f"{name} log tail:\n" + _tail_file(log_path, 30))
     except WaitAborted as exc:
         raise ClusterError(exc.seen) from None
