@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client.rest import ApiException
 
+from karpenter_e2e.clusters import informer as informer_module
 from karpenter_e2e.fixtures import timeline as timeline_module
 from karpenter_e2e.fixtures.timeline import (
     Recording,
@@ -354,7 +355,7 @@ def test_the_recorder_survives_api_errors_and_records_lists_and_watches(monkeypa
         def stop(self):
             pass
 
-    monkeypatch.setattr(timeline_module.watch, "Watch", Watch)
+    monkeypatch.setattr(informer_module.watch, "Watch", Watch)
     monkeypatch.setattr(timeline_module, "WINDOW", 0)
     rec = Recording("abc123", T0)
     recorder = timeline_module.TimelineRecorder(kube, "karpenter-e2e/test=abc123",
