@@ -211,8 +211,9 @@ cluster-status: setup
 	$(PY) -m karpenter_e2e.clusters status
 
 ## check: what Karpenter does with your own NodePools and workloads, on a fresh local cluster
-## (README "Checking your own NodePools"). Exit 0: every expectation held; 1: one failed;
-## 2: bad input; 3: cluster error.
+## (docs/check.md). check exits 0: every expectation held; 1: one failed; 2: bad input;
+## 3: cluster error. make exits 2 for any failing recipe, whatever its code, so the recipe
+## prints check's code; CI gates on karpenter-e2e-check, which returns it.
 MANIFESTS ?=
 EXPECT ?=
 SCALE ?=
@@ -221,8 +222,12 @@ CHECK_ARGS ?=
 check: setup
 	@test -n "$(MANIFESTS)" || { echo "usage: make check MANIFESTS=folder/ [EXPECT=expect.yaml]" \
 		"[SCALE=app=10,...] [SCALE_IN=app=0] [CHECK_ARGS='--cluster aws-sim']"; exit 2; }
-	$(PY) -m karpenter_e2e.checks $(MANIFESTS) $(if $(EXPECT),--expect $(EXPECT)) \
-		$(if $(SCALE),--scale $(SCALE)) $(if $(SCALE_IN),--scale-in $(SCALE_IN)) $(CHECK_ARGS)
+	@$(PY) -m karpenter_e2e.checks $(MANIFESTS) $(if $(EXPECT),--expect $(EXPECT)) \
+		$(if $(SCALE),--scale $(SCALE)) $(if $(SCALE_IN),--scale-in $(SCALE_IN)) $(CHECK_ARGS); \
+	rc=$$?; [ $$rc -eq 0 ] || echo "make check: check exited $$rc ($$(case $$rc in \
+		1) echo an expectation failed;; 2) echo bad input;; 3) echo cluster error;; \
+		130) echo interrupted;; *) echo unexpected;; esac)); make reports any failure as 2:" \
+		"for the code itself run karpenter-e2e-check" >&2; exit $$rc
 
 ## check-examples: `check` on every folder of examples/ (but plugin-project, a pytest project),
 ## each on a cluster of its own; each must pass

@@ -20,6 +20,9 @@ from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 log = logging.getLogger("karpenter_e2e.check")
 
 FIELD_MANAGER = "karpenter-e2e-check"
+# Unknown fields are errors, every one named: without it the API server drops them silently
+# (a create) or names only the first (an apply), and a misspelt blockDeviceMappings passed.
+STRICT, IGNORE = "Strict", "Ignore"
 # The label check puts on what it applies, so a kept cluster can be emptied by it.
 APPLIED_LABEL = "karpenter-e2e/check"
 
@@ -37,13 +40,22 @@ class Applier:
                                 f"{m.body['apiVersion']}") from None
 
     def _apply(self, m: Manifest, dry_run: bool) -> None:
+        resource = self._resource(m)
+        self.dyn.server_side_apply(resource, body=self._labelled(m), namespace=m.namespace,
+                                   field_manager=FIELD_MANAGER, force_conflicts=True,
+                                   dry_run="All" if dry_run else None, _request_timeout=30,
+                                   query_params=[("fieldValidation", STRICT)])
+
+    def _labelled(self, m: Manifest) -> dict:
         body = dict(m.body)
         meta = body["metadata"] = dict(body.get("metadata") or {})
         meta["labels"] = {**(meta.get("labels") or {}), APPLIED_LABEL: self.run_id}
-        resource = self._resource(m)
-        self.dyn.server_side_apply(resource, body=body, namespace=m.namespace,
-                                   field_manager=FIELD_MANAGER, force_conflicts=True,
-                                   dry_run="All" if dry_run else None, _request_timeout=30)
+        return body
+
+    def _create_dry_run(self, m: Manifest, validation: str) -> None:
+        self.dyn.create(self._resource(m), body=self._labelled(m), namespace=m.namespace,
+                        dry_run="All", _request_timeout=30,
+                        query_params=[("fieldValidation", validation)])
 
     def dry_run(self, manifests: list[Manifest]) -> None:
         """Every document through the API server without persisting it (namespaces are
@@ -57,9 +69,35 @@ class Applier:
             except ManifestError as exc:
                 errors.append(str(exc))
             except DynamicApiError as exc:
-                errors.append(_rejected(m, exc))
+                errors.append(self._every_unknown_field(m, exc))
         if errors:
             raise ManifestError("\n".join(errors))
+
+    def _every_unknown_field(self, m: Manifest, exc) -> str:
+        """An apply names one unknown field at a time; a strict create (dry-run) names them
+        all, and one that ignores them names the document's other errors (a required field
+        missing, a CEL rule) at once too."""
+        if not _unknown_fields(exc) or m.kind == "Namespace":
+            return _rejected(m, exc)
+        try:
+            self._create_dry_run(m, STRICT)
+        except DynamicApiError as strict:
+            if _unknown_fields(strict):
+                exc = strict
+        return _rejected(m, exc, self._beyond_unknown_fields(
+            exc, lambda: self._create_dry_run(m, IGNORE)))
+
+    @staticmethod
+    def _beyond_unknown_fields(exc, again) -> str:
+        """A document refused for unknown fields is dry-run once more with them ignored, so
+        that its other errors are named at once too."""
+        if not _unknown_fields(exc):
+            return ""
+        try:
+            again()
+        except (DynamicApiError, ApiException) as other:
+            return "" if _unknown_fields(other) else api_message(other)
+        return ""
 
     def apply(self, manifests: list[Manifest]) -> None:
         for m in manifests:
@@ -86,12 +124,15 @@ class Applier:
         errors = []
         for m in manifests:
             version = m.body["apiVersion"].rpartition("/")[2]
-            try:
+            def create(m=m, version=version, validation=STRICT):
                 self.kube.custom.create_cluster_custom_object(
                     group, version, names["plural"], m.body, dry_run="All",
-                    _request_timeout=30)
+                    field_validation=validation, _request_timeout=30)
+            try:
+                create()
             except ApiException as exc:
-                errors.append(_rejected(m, exc))
+                errors.append(_rejected(m, exc, self._beyond_unknown_fields(
+                    exc, lambda create=create: create(validation=IGNORE))))
         if errors:
             raise ManifestError("\n".join(errors))
 
@@ -120,5 +161,13 @@ class Applier:
                               "its objects were deleted", timeout=DEFAULTS.cleanup)
 
 
-def _rejected(m: Manifest, exc) -> str:
-    return f"{m.where}: the API server rejected {m.kind} {m.name}: {api_message(exc)}"
+def _unknown_fields(exc) -> bool:
+    """The API server's refusal for unknown fields: a create's strict decoding error, an
+    apply's typed patch that names fields 'not declared in schema'."""
+    text = api_message(exc)
+    return "strict decoding error" in text or "field not declared in schema" in text
+
+
+def _rejected(m: Manifest, exc, also: str = "") -> str:
+    return (f"{m.where}: the API server rejected {m.kind} {m.name}: {api_message(exc)}"
+            + (f"\n  and with the unknown fields left out: {also}" if also else ""))

@@ -7,8 +7,13 @@ Exit codes:
   1  an expectation failed, or Karpenter did not settle in time (the report says which)
   2  bad input: manifests, expect.yaml or options (named by file and document); nothing ran,
      or what had started was taken down
-  3  the cluster could not be brought up or used (a harness or machine problem)
+  3  the cluster could not be brought up or used (a harness or machine problem), or the
+     check itself broke: no verdict on the manifests
   130  interrupted (Ctrl-C); the cluster is taken down
+
+`make check` cannot pass these on: make exits 2 whenever a recipe fails. It prints the
+code; a CI job that gates on it calls karpenter-e2e-check (or python -m
+karpenter_e2e.checks) itself.
 """
 
 from __future__ import annotations
@@ -82,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("check: interrupted; cluster taken down", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - Python's own exit 1 would read "expectation failed"
+        logging.getLogger("karpenter_e2e.check").exception("check broke")
+        print(f"check: no verdict, the check itself failed ({type(exc).__name__}: {exc}); "
+              f"the cluster was {'emptied' if args.keep_cluster else 'taken down'}",
+              file=sys.stderr)
+        return EXIT_CLUSTER
     print(report.tables(result))
     print(f"files: {', '.join(f'{k} {v}' for k, v in result['files'].items())}")
     return EXIT_PASSED if result["passed"] else EXIT_FAILED

@@ -19,8 +19,12 @@ after_scale_in:                 # judged once consolidation has settled after sc
   - nodes: {max: 1}
 ```
 
-Each expectation passes or fails with what was seen. A malformed file is an ExpectError
-naming the file and the item, raised before any cluster starts.
+Each expectation passes or fails with what was seen. An expectation that finds nothing to
+judge (no matching pod, no node) fails unless it says ``allow_empty: true``; a bound of
+``max: 0`` on nodes or cost is about there being none and needs no allow_empty. With no
+``expect:`` items the default holds: every workload's pods run (Running, or Succeeded for a
+Job), so a Pending pod fails the check with its diagnosis. A malformed file is an
+ExpectError naming the file and the item, raised before any cluster starts.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ import yaml
 from karpenter_e2e.checks.observe import PodView, Snapshot, cost_per_hour, pool_summary
 
 KINDS = ("pending", "pods", "spot_share", "instance_categories", "instance_families",
-         "cost_per_hour", "nodes")
+         "cost_per_hour", "nodes", "running")
+OPTIONS = {"only_on", "alone", "allow_empty"}  # keys beside an item's kind
 
 
 class ExpectError(ValueError):
@@ -68,11 +73,19 @@ class ExpectFile:
     scale_in: dict[str, int] = field(default_factory=dict)
     expect: list[Expectation] = field(default_factory=list)
     after_scale_in: list[Expectation] = field(default_factory=list)
+    default: bool = False  # the default expectation stands in for missing `expect:` items
+
+
+def default_expectations() -> list[Expectation]:
+    """What a check without `expect:` items judges: a check must be able to fail."""
+    spec = {"allow_empty": False}
+    return [Expectation("running", spec, "every workload's pods run (the default: no "
+                                         "`expect:` items)")]
 
 
 def load(path: Path | None) -> ExpectFile:
     if path is None:
-        return ExpectFile()
+        return ExpectFile(expect=default_expectations(), default=True)
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text()) or {}
@@ -94,6 +107,8 @@ def load(path: Path | None) -> ExpectFile:
                           enumerate(_list(path, "after_scale_in", data.get("after_scale_in")))]
     if out.after_scale_in and not out.scale_in:
         raise ExpectError(f"{path}: after_scale_in needs scale_in (what to scale in)")
+    if not out.expect:
+        out.expect, out.default = default_expectations(), True
     return out
 
 
@@ -123,11 +138,24 @@ def parse_item(path: Path, section: str, index: int, item) -> Expectation:
         raise ExpectError(f"{where}: expected exactly one of {', '.join(KINDS)}; got "
                           f"{', '.join(map(str, item)) or 'nothing'}")
     kind = kinds[0]
+    if True in item:
+        raise ExpectError(f"{where}: {kind}: expected only_on: YAML reads a key `on` as true")
+    unknown = sorted(map(str, set(item) - {kind} - OPTIONS))
+    if unknown:
+        raise ExpectError(f"{where}: {kind}: unknown key(s) {', '.join(unknown)} (beside the "
+                          f"kind: {', '.join(sorted(OPTIONS))})")
+    if isinstance(item[kind], dict) and "allow_empty" in item[kind]:  # {max: 2, allow_empty: ..}
+        inner = dict(item[kind])
+        item = {**item, kind: inner, "allow_empty": inner.pop("allow_empty")}
+    allow_empty = item.get("allow_empty", False)
+    if not isinstance(allow_empty, bool):
+        raise ExpectError(f"{where}: allow_empty: expected true or false, got {allow_empty!r}")
     try:
         spec, text = PARSERS[kind](item)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ExpectError(f"{where}: {kind}: {exc}") from None
-    return Expectation(kind, spec, text)
+    spec["allow_empty"] = allow_empty
+    return Expectation(kind, spec, text + (" (or nothing to judge)" if allow_empty else ""))
 
 
 # ---- parsing, one function per kind: (spec, how it reads) --------------------------------------
@@ -203,10 +231,16 @@ def _parse_nodes(item: dict):
     return spec, f"nodes{_pool_text(spec)} {_range_text(spec)}"
 
 
+def _parse_running(item: dict):
+    if item["running"] != "all":
+        raise ValueError(f"expected running: all, got {item['running']!r}")
+    return {}, "every workload's pods run"
+
+
 PARSERS = {"pending": _parse_pending, "pods": _parse_pods, "spot_share": _parse_spot_share,
            "instance_categories": _parse_allowed("instance_categories", "category"),
            "instance_families": _parse_allowed("instance_families", "family"),
-           "cost_per_hour": _parse_cost, "nodes": _parse_nodes}
+           "cost_per_hour": _parse_cost, "nodes": _parse_nodes, "running": _parse_running}
 
 
 def _selector(text: str) -> list[tuple[str, str, str | None]]:
@@ -242,34 +276,65 @@ def _within(value: float | None, spec: dict) -> bool:
     return value is not None and spec.get("min", value) <= value <= spec.get("max", value)
 
 
+EMPTY = " (nothing to judge: add allow_empty: true if none is right)"
+
+
+def _empty(spec: dict, what: str):
+    """An expectation with nothing to judge: failed, unless it allows that."""
+    return spec.get("allow_empty", False), what + ("" if spec.get("allow_empty") else EMPTY)
+
+
+def _by_workload(pods: list[PodView], snap: Snapshot) -> str:
+    by: dict[str, int] = {}
+    for p in pods:
+        by[p.workload] = by.get(p.workload, 0) + 1
+    return "; ".join(f"{w} ×{n} ({snap.diagnoses.get(w) or 'no diagnosis'})"
+                     for w, n in by.items())
+
+
+def _judge_running(spec: dict, snap: Snapshot):
+    pods = [p for p in snap.pods if p.phase != "Terminating"]
+    if not pods:
+        return _empty(spec, "no pods")
+    not_running = [p for p in pods if p.phase not in ("Running", "Succeeded")]
+    pending = [p for p in not_running if p.phase == "Pending"]
+    others = [f"{p.name} {p.phase}" for p in not_running if p.phase != "Pending"]
+    seen = f"{len(pods) - len(not_running)} of {len(pods)} pods running" + (
+        f"; Pending: {_by_workload(pending, snap)}" if pending else "") + (
+        f"; {', '.join(others[:5])}" if others else "")
+    return not not_running, seen
+
+
 def _judge_pending(spec: dict, snap: Snapshot):
+    if not snap.pods:
+        return _empty(spec, "no pods at all")
     pending = [p for p in snap.pods if p.phase == "Pending"]
-    by = {}
-    for p in pending:
-        by.setdefault(p.workload, 0)
-        by[p.workload] += 1
-    seen = f"{len(pending)} Pending" + (": " + "; ".join(
-        f"{w} ×{n} ({snap.diagnoses.get(w) or 'no diagnosis'})" for w, n in by.items())
-        if pending else "")
+    seen = f"{len(pending)} Pending" + (": " + _by_workload(pending, snap) if pending else "")
     return _within(len(pending), spec), seen
 
 
 def _judge_pods(spec: dict, snap: Snapshot):
-    pods = [p for p in snap.pods if _matches(p, spec)]
+    pods = [p for p in snap.pods if _matches(p, spec) and p.phase != "Terminating"]
     if not pods:
-        return False, "no pod matches"
+        return _empty(spec, "no pod matches")
     placed = [(p, snap.node(p.node)) for p in pods if p.node]
+    # A matching pod on no node is not on the nodes it should be on: "only on" holds for
+    # every matching pod, not for those that happened to run.
+    unplaced = [p for p in pods if not p.node]
     if not placed:
-        return False, f"none of {len(pods)} matching pods is on a node (all Pending)"
+        return False, (f"none of {len(pods)} matching pods is on a node (all Pending: "
+                       f"{_by_workload(unplaced, snap)})")
     wrong = [f"{p.name} on {n.name if n else p.node} ({_node_words(n, spec['on'])})"
              for p, n in placed
              if n is None or any(n.labels.get(k) not in v for k, v in spec["on"].items())]
+    wrong += [f"{p.name} on no node ({p.phase})" for p in unplaced]
     nodes = {n.name for _, n in placed if n}
     others = [f"{p.name} ({p.workload}) on {p.node}" for p in snap.pods
               if spec["alone"] and p.node in nodes and not _matches(p, spec)
               and not p.workload.startswith("DaemonSet/")]
     seen = (f"{len(placed)} of {len(pods)} matching pods on {len(nodes)} nodes"
-            + (f"; on other nodes: {', '.join(wrong[:5])}" if wrong else "")
+            + (f"; not on such nodes: {', '.join(wrong[:5])}" if wrong else "")
+            + (f" (Pending: {_by_workload(unplaced, snap)})" if unplaced else "")
             + (f"; other pods there: {', '.join(others[:5])}" if others else ""))
     return not wrong and not others, seen
 
@@ -288,7 +353,7 @@ def _nodes_of(spec: dict, snap: Snapshot):
 def _judge_spot_share(spec: dict, snap: Snapshot):
     nodes = _nodes_of(spec, snap)
     if not nodes:
-        return False, "no nodes" + _pool_text(spec)
+        return _empty(spec, "no nodes" + _pool_text(spec))
     spot = sum(n.capacity_type == "spot" for n in nodes)
     share = spot / len(nodes)
     return _within(round(share, 3), spec), f"{share:.2f}: {spot} of {len(nodes)} nodes on spot"
@@ -297,6 +362,8 @@ def _judge_spot_share(spec: dict, snap: Snapshot):
 def _judge_allowed(attr: str):
     def judge(spec: dict, snap: Snapshot):
         nodes = _nodes_of(spec, snap)
+        if not nodes:
+            return _empty(spec, "no nodes" + _pool_text(spec))
         outside = sorted({f"{n.instance_type} ({getattr(n, attr)})" for n in nodes
                           if getattr(n, attr) not in spec["in"]})
         types = ", ".join(sorted({n.instance_type for n in nodes})) or "none"
@@ -310,11 +377,20 @@ def _judge_cost(spec: dict, snap: Snapshot):
     cost = pool_summary(snap, pool)["cost_per_hour"] if pool else cost_per_hour(snap)
     if cost is None:
         return False, "unknown: a node has no price label"
+    if not _nodes_of(spec, snap) and not _about_none(spec):
+        return _empty(spec, "$0/h: no nodes" + _pool_text(spec))
     return _within(cost, spec), f"${cost:.4f}/h over {len(_nodes_of(spec, snap))} nodes"
+
+
+def _about_none(spec: dict) -> bool:
+    """`max: 0`: the expectation is that there are none, so none is a result, not emptiness."""
+    return spec.get("max") == 0
 
 
 def _judge_nodes(spec: dict, snap: Snapshot):
     nodes = _nodes_of(spec, snap)
+    if not nodes and not _about_none(spec) and "min" not in spec:
+        return _empty(spec, "0 nodes" + _pool_text(spec))
     return _within(len(nodes), spec), f"{len(nodes)} nodes" + (
         f": {', '.join(sorted(n.instance_type for n in nodes))}" if nodes else "")
 
@@ -322,4 +398,4 @@ def _judge_nodes(spec: dict, snap: Snapshot):
 JUDGES = {"pending": _judge_pending, "pods": _judge_pods, "spot_share": _judge_spot_share,
           "instance_categories": _judge_allowed("category"),
           "instance_families": _judge_allowed("family"),
-          "cost_per_hour": _judge_cost, "nodes": _judge_nodes}
+          "cost_per_hour": _judge_cost, "nodes": _judge_nodes, "running": _judge_running}

@@ -32,6 +32,10 @@ CLUSTER_NAME_VARS = re.compile(r"\$\{CLUSTER_NAME\}|\$CLUSTER_NAME\b")
 # Placeholders a repository's templating was meant to fill: left in, the manifest is not what
 # the team applies (a blueprint's <<CLUSTER_NAME>> passed in local mode and failed in aws-sim).
 PLACEHOLDERS = re.compile(r"<<[^<>\n]+>>|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Z_][A-Z0-9_]*\b")
+# kustomize's own files: a folder may be a kustomize base, but check applies the folder's
+# manifests as written and does not run kustomize.
+KUSTOMIZE_FILES = {"kustomization.yaml", "kustomization.yml", "Kustomization"}
+KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
 # Applied first to last: what others refer to goes first.
 APPLY_ORDER = ["Namespace", "PriorityClass", "EC2NodeClass", "KWOKNodeClass", "NodePool"]
 
@@ -125,9 +129,15 @@ def load(folder: Path, cluster_name: str = "") -> Bundle:
         raise ManifestError(f"{folder}: no such folder")
     files = sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml")
                    and p.is_file() and p.name not in ("expect.yaml", "expect.yml"))
+    bundle, errors = Bundle(folder), []
+    for path in [p for p in files if p.name in KUSTOMIZE_FILES]:
+        bundle.warnings.append(f"{path}: not applied: check applies the folder's manifests as "
+                               "written and does not run kustomize (its patches, overlays and "
+                               "generators are not applied)")
+    files = [p for p in files if p.name not in KUSTOMIZE_FILES]
     if not files:
         raise ManifestError(f"{folder}: no *.yaml manifests in it")
-    bundle, errors = Bundle(folder), []
+    rejected: list[Manifest] = []  # documents with a problem: still named, for the references
     for path in files:
         text = CLUSTER_NAME_VARS.sub(cluster_name, path.read_text()) if cluster_name \
             else path.read_text()
@@ -144,13 +154,20 @@ def load(folder: Path, cluster_name: str = "") -> Bundle:
             if doc is None:
                 continue  # an empty document (a trailing ---)
             m = Manifest(path, i, doc)
+            if isinstance(doc, dict) and str(doc.get("apiVersion", "")).startswith(
+                    KUSTOMIZE_GROUP + "/"):
+                bundle.warnings.append(f"{m.where}: {m.kind} not applied: check does not run "
+                                       "kustomize")
+                continue
             problem = _shape_problem(m)
             if problem:
                 errors.append(f"{m.where}: {problem}")
+                if isinstance(doc, dict):
+                    rejected.append(m)
             else:
                 bundle.manifests.append(m)
-    if not errors:
-        errors += _reference_problems(bundle)
+    # Every error at once: a document with a problem must not hide the next one's.
+    errors += _reference_problems(bundle, rejected)
     if errors:
         raise ManifestError("\n".join(errors))
     return bundle
@@ -173,8 +190,15 @@ def _shape_problem(m: Manifest) -> str | None:
     for key in ("apiVersion", "kind"):
         if not m.body.get(key):
             return f"no {key}"
+    problem = _kind_problem(m)
+    if problem:
+        return problem
     if not m.name:
         return f"{m.kind} has no metadata.name"
+    return None
+
+
+def _kind_problem(m: Manifest) -> str | None:
     if m.kind in RETIRED:
         return (f"{m.kind} ({m.body['apiVersion']}) is from before Karpenter v1; it was "
                 f"replaced by {RETIRED[m.kind]} (see examples/provisioner-era)")
@@ -186,15 +210,18 @@ def _shape_problem(m: Manifest) -> str | None:
     return None
 
 
-def _reference_problems(bundle: Bundle) -> list[str]:
+def _reference_problems(bundle: Bundle, rejected: list[Manifest] = ()) -> list[str]:
+    """What the documents refer to that no file defines. Documents rejected for their shape
+    still count as defining what they name, so that one error does not cause others."""
     errors = []
-    if not bundle.nodepools:
+    if not bundle.nodepools and not any(m.kind == "NodePool" for m in rejected):
         errors.append(f"{bundle.folder}: no NodePool in any file: nothing for Karpenter to "
                       "launch from")
-    if not bundle.workloads:
+    if not bundle.workloads and not any(m.kind in WORKLOADS for m in rejected):
         errors.append(f"{bundle.folder}: no workload (Deployment, StatefulSet, Job, Pod or "
                       "DaemonSet): nothing to schedule")
-    classes = {m.name for m in bundle.manifests if (m.group, m.kind) in NODECLASSES}
+    classes = {m.name for m in [*bundle.manifests, *rejected]
+               if (m.group, m.kind) in NODECLASSES and m.name}
     for pool in bundle.nodepools:
         ref = ((pool.body.get("spec") or {}).get("template") or {}).get("spec", {}) \
             .get("nodeClassRef")
@@ -206,7 +233,8 @@ def _reference_problems(bundle: Bundle) -> list[str]:
                           f"{ref.get('kind', 'NodeClass')} {ref['name']!r}, which no file in "
                           f"{bundle.folder} defines"
                           + (f" (defined: {', '.join(sorted(classes))})" if classes else ""))
-    created = {m.name for m in bundle.of_kind("Namespace")} | BUILTIN_NAMESPACES
+    created = {m.name for m in [*bundle.manifests, *rejected] if m.kind == "Namespace"} | \
+        BUILTIN_NAMESPACES
     for m in bundle.manifests:
         if m.namespace and m.namespace not in created:
             errors.append(f"{m.where}: {m.kind} {m.name} is in namespace {m.namespace!r}, "

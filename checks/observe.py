@@ -137,8 +137,10 @@ def _consolidation(pool: dict) -> str:
 
 def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
          karpenter_running: Callable[[], bool] = lambda: True,
-         karpenter_log: Callable[[], str] = lambda: "") -> Snapshot:
-    """The cluster as it is now, limited to the folder's namespaces and Karpenter's nodes."""
+         karpenter_log: Callable[[], str] = lambda: "",
+         catalogue: set[str] | None = None) -> Snapshot:
+    """The cluster as it is now, limited to the folder's namespaces and Karpenter's nodes.
+    ``catalogue``: the instance types the cluster's cloud offers, when it is a fake one."""
     snap = Snapshot(time.time())
     for ns in sorted(bundle.namespaces):
         for pod in kube.pods(ns):
@@ -164,16 +166,19 @@ def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
             snap.claims_deleting += 1
         elif conds.get("Initialized") != "True":
             snap.claims_launching += 1
-    snap.diagnoses = diagnose_pending(kube, snap, nodeclass, karpenter_running, karpenter_log)
+    snap.diagnoses = diagnose_pending(kube, snap, nodeclass, karpenter_running, karpenter_log,
+                                      bundle, catalogue)
     return snap
 
 
 def diagnose_pending(kube: Kube, snap: Snapshot, nodeclass: Kind | None,
                      karpenter_running: Callable[[], bool],
-                     karpenter_log: Callable[[], str]) -> dict[str, str]:
+                     karpenter_log: Callable[[], str], bundle: Bundle | None = None,
+                     catalogue: set[str] | None = None) -> dict[str, str]:
     """Per workload with Pending pods, the verdict of fixtures.diagnosis from Karpenter's
     events on those pods, the NodeClasses that are not ready, and the lines of Karpenter's
-    log that name those pods."""
+    log that name those pods; when no instance type fits and the cloud is the fake
+    catalogue, each family or type the pod or a NodePool asks for that it lacks."""
     pending: dict[str, list[PodView]] = {}
     for p in snap.pods:
         if p.phase == "Pending":
@@ -192,11 +197,38 @@ def diagnose_pending(kube: Kube, snap: Snapshot, nodeclass: Kind | None,
         names = {p.name for p in pods}
         lines = "\n".join(line for line in log_text.splitlines()
                           if any(f'"{n}"' in line for n in names))
-        asks = _asks(kube.core.read_namespaced_pod(pods[0].name, pods[0].namespace,
-                                                   _request_timeout=kube.timeout))
-        out[workload] = diagnosis.verdict(diagnosis.Evidence(
-            running, "", [_closest_clause(m, asks) for m in messages] + classes, lines))
+        pod = kube.core.read_namespaced_pod(pods[0].name, pods[0].namespace,
+                                            _request_timeout=kube.timeout)
+        found = diagnosis.verdict(diagnosis.Evidence(
+            running, "", [_closest_clause(m, _asks(pod)) for m in messages] + classes, lines))
+        if catalogue is not None and found.startswith("no instance type fits"):
+            gaps = catalogue_gaps(pod_requirements(pod), bundle, catalogue)
+            found = f"{'; '.join(gaps)} [{found}]" if gaps else found
+        out[workload] = found
     return out
+
+
+def pod_requirements(pod) -> list[dict]:
+    """A pod's node requirements: its nodeSelector (as In) and required node affinity."""
+    reqs = [{"key": k, "operator": "In", "values": [v]}
+            for k, v in (pod.spec.node_selector or {}).items()]
+    affinity = pod.spec.affinity and pod.spec.affinity.node_affinity
+    required = affinity and affinity.required_during_scheduling_ignored_during_execution
+    for term in (required and required.node_selector_terms) or []:
+        reqs += [{"key": e.key, "operator": e.operator, "values": list(e.values or [])}
+                 for e in term.match_expressions or []]
+    return reqs
+
+
+def catalogue_gaps(pod_reqs: list[dict], bundle: Bundle | None, catalogue: set[str]) -> list[str]:
+    """What the pod and the folder's NodePools pin to that the fake catalogue lacks."""
+    from karpenter_e2e.clusters.local.catalogue import missing
+    gaps = missing(pod_reqs, catalogue)
+    for pool in bundle.nodepools if bundle else []:
+        spec = ((pool.body.get("spec") or {}).get("template") or {}).get("spec") or {}
+        gaps += [f"NodePool {pool.name}: {g}"
+                 for g in missing(spec.get("requirements") or [], catalogue)]
+    return gaps
 
 
 # How close a pool came to taking the pod, by what Karpenter said about it. A limit ranks

@@ -45,13 +45,15 @@ def tables(result: dict) -> str:
         out += _phase_tables(result["scale_in_result"], f"After scale-in {result['scale_in']}")
         out += _consolidation(result["consolidation"])
     out += ["## Expectations", ""]
+    if result.get("default_expectations"):
+        out += ["No `expect:` items: judged by the default, every workload's pods run.", ""]
     if result["expectations"]:
         out += ["| | expectation | seen |", "|---|---|---|"]
         out += [f"| {'PASS' if e['ok'] else 'FAIL'} | {e['expectation']}"
                 + (f" ({e['phase']})" if e["phase"] != "scale-out" else "")
                 + f" | {_cell(e['seen'])} |" for e in result["expectations"]]
     else:
-        out.append("(no expect.yaml: nothing to pass or fail)")
+        out.append("(no expectation was judged)")
     t = result["timings"]
     out += ["", "Wall time: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} {v:.1f}s"
                                           for k, v in t.items()),

@@ -5,6 +5,7 @@ report, and the cluster down (or emptied, when kept), whatever happens on the wa
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import shutil
 import threading
@@ -115,9 +116,18 @@ class Check:
         self.applied = mapped  # from here on, what a kept cluster must be emptied of
         originals = [m for m in self.plan.bundle.manifests
                      if m.kind == "EC2NodeClass" and info.nodeclass_kind != "EC2NodeClass"]
-        applier.dry_run(mapped)
-        if originals:  # validated as written against the real EC2NodeClass CRD, then mapped
-            applier.validate_as_written(originals, awsbuild.crd_dir() / EC2NODECLASS_CRD)
+        rejected = []  # both dry-runs' refusals at once: one must not hide the other's
+        for dry_run in (lambda: applier.dry_run(mapped),
+                        # validated as written against the real EC2NodeClass CRD, then mapped
+                        lambda: applier.validate_as_written(
+                            originals, awsbuild.crd_dir() / EC2NODECLASS_CRD)
+                        if originals else None):
+            try:
+                dry_run()
+            except manifests.ManifestError as exc:
+                rejected.append(str(exc))
+        if rejected:
+            raise manifests.ManifestError("\n".join(rejected))
         t = self._timed("dry_run_s", t)
 
         offset = self._log_offset(info)
@@ -126,9 +136,10 @@ class Check:
         timeline.record(self.kube, observe.NODEPOOL_LABEL, namespace=lambda: ALL_NAMESPACES)
         nodeclass_kind = Kind(info.nodeclass_group, info.nodeclass_version,
                               info.nodeclass_kind.lower() + "es")
+        catalogue = _catalogue(self.backend) if info.mode == "local" else None
         snapshot = lambda: observe.take(  # noqa: E731
             self.kube, self.plan.bundle, nodeclass_kind, self.backend.karpenter_running,
-            lambda: _read_from(info.karpenter_log, offset))
+            lambda: _read_from(info.karpenter_log, offset), catalogue)
 
         applier.apply(mapped)
         t = self._timed("apply_s", t)
@@ -209,6 +220,7 @@ class Check:
             "scale_out": report.summarise(out_snap), "snapshot": out_snap.to_dict(),
             "scale_in_result": report.summarise(in_snap) if in_snap else None,
             "consolidation": consolidation, "expectations": results,
+            "default_expectations": self.plan.expect.default,
             "timings": self.timings,
         }
         result["passed"] = settled and all(r["ok"] for r in results)
@@ -236,6 +248,14 @@ class Check:
         except Exception as exc:  # noqa: BLE001 - a picture must never hide the verdict
             log.warning("timeline not drawn: %s: %s", type(exc).__name__, exc)
             return None
+
+
+def _catalogue(backend) -> set[str] | None:
+    """The instance types the local cluster's KWOK provider was given (its own file)."""
+    path = getattr(backend, "catalogue_file", None)
+    if not path or not Path(path).exists():
+        return None
+    return {t["name"] for t in json.loads(Path(path).read_text())}
 
 
 def _read_from(path: Path | None, offset: int) -> str:

@@ -208,7 +208,7 @@ def test_gpu_pods_alone_on_gpu_nodes():
     r = judge(rule, crowded)[0]
     assert not r.ok and "other pods there: w2 (Deployment/ml/web) on n1" in r.seen
     none = snap([pod("w", "n2")], [node("n2", "default")])
-    assert judge(rule, none)[0].seen == "no pod matches"
+    assert judge(rule, none)[0].seen.startswith("no pod matches (nothing to judge")
 
 
 def test_pods_only_on_spot_names_the_pod_elsewhere():
@@ -303,3 +303,101 @@ def test_placeholders_left_in_are_named_by_file_and_line(tmp_path):
     assert warnings == [f"{tmp_path / 'pool.yaml'}:9: placeholder <<TEAM>> was never filled in",
                         f"{tmp_path / 'pool.yaml'}:10: placeholder ${{ENVIRONMENT}} was never "
                         f"filled in"], warnings
+
+
+# ---- what the checks must not pass vacuously ---------------------------------------------------
+def test_only_on_counts_pending_matching_pods_as_not_on_the_pool():
+    s = snap([pod(f"w{i}", "n1") for i in range(4)] + [pod("w4", phase="Pending")],
+             [node("n1", "default")], {"Deployment/ml/web": "no NodePool matches the pod: ..."})
+    r = judge("- pods: app=web\n  only_on: {karpenter.sh/nodepool: default}\n", s)[0]
+    assert not r.ok
+    assert "4 of 5 matching pods" in r.seen and "w4 on no node (Pending)" in r.seen
+    assert "no NodePool matches the pod" in r.seen
+
+
+@pytest.mark.parametrize("rule", [
+    "- nodes: {max: 3}", "- instance_categories: [c, m, r]", "- instance_families: [c6i]",
+    "- cost_per_hour: {max: 2}", "- spot_share: {min: 0.5}", "- pending: 0",
+    "- pods: app=api\n  only_on: {karpenter.sh/nodepool: default}",
+])
+def test_nothing_to_judge_fails_unless_allowed(rule):
+    empty = snap([pod("w", phase="Pending")] if "pending" not in rule else [], [])
+    r = judge(rule + "\n", empty)[0]
+    assert not r.ok and "nothing to judge" in r.seen, r
+    allowed = judge(rule + "\n  allow_empty: true\n", empty)[0]
+    assert allowed.ok, allowed
+    assert "(or nothing to judge)" in allowed.expectation
+
+
+def test_allow_empty_inside_the_bounds_and_max_zero_needs_none():
+    empty = snap([], [])
+    assert judge("- nodes: {max: 3, allow_empty: true}\n", empty)[0].ok
+    assert judge("- nodes: {max: 0}\n", empty)[0].ok  # none is the point
+    assert judge("- cost_per_hour: {max: 0}\n", empty)[0].ok
+    assert not judge("- nodes: {min: 1}\n", empty)[0].ok
+    with pytest.raises(ExpectError, match="allow_empty: expected true or false"):
+        judge("- nodes: {max: 3}\n  allow_empty: yes please\n", empty)
+    with pytest.raises(ExpectError, match=r"unknown key\(s\) alowed"):
+        judge("- nodes: {max: 3}\n  alowed: true\n", empty)
+
+
+def test_without_expect_items_every_workloads_pods_must_run(tmp_path):
+    default = expectations.load(None)
+    assert default.default and [e.kind for e in default.expect] == ["running"]
+    (tmp_path / "expect.yaml").write_text("scale: {web: 2}\n")
+    only_scale = expectations.load(tmp_path / "expect.yaml")
+    assert only_scale.default and only_scale.scale == {"web": 2}
+    running = default.expect[0]
+    s = snap([pod("a", "n1"), pod("j", "n1", "Job/ml/batch", phase="Succeeded"),
+              pod("b", phase="Pending")], [node("n1", "default")],
+             {"Deployment/ml/web": "no NodePool matches the pod: incompatible requirements"})
+    r = running.evaluate(s)
+    assert not r.ok and r.seen.startswith("2 of 3 pods running; Pending: Deployment/ml/web ×1 "
+                                          "(no NodePool matches the pod")
+    assert running.evaluate(snap(s.pods[:2], s.nodes)).ok
+    assert not running.evaluate(snap([], [])).ok
+
+
+def test_a_kustomization_is_skipped_with_a_warning_and_hides_no_error(tmp_path):
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [a.yaml]\n")
+    (tmp_path / "a.yaml").write_text(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: p}\nspec:\n  template:\n"
+        "    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, "
+        "name: missing}\n      requirements: []\n---\n"
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {namespace: web}\nspec: {}\n")
+    with pytest.raises(ManifestError) as err:
+        manifests.load(tmp_path)
+    text = str(err.value)
+    assert "Kustomization" not in text, text
+    # both errors at once: the nameless Deployment and the NodePool's missing NodeClass
+    assert f"{tmp_path / 'a.yaml'} (document 1): Deployment has no metadata.name" in text
+    assert "refers to EC2NodeClass 'missing', which no file" in text
+    (tmp_path / "a.yaml").write_text(EXAMPLE_POOL)
+    (tmp_path / "w.yaml").write_text(EXAMPLE_POD)
+    bundle = manifests.load(tmp_path)
+    assert [w for w in bundle.warnings if "kustomization.yaml: not applied" in w], bundle.warnings
+
+
+EXAMPLE_POOL = (
+    "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: p}\nspec:\n  template:\n"
+    "    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: d}\n"
+    "      requirements: []\n---\napiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\n"
+    "metadata: {name: d}\nspec: {}\n")
+EXAMPLE_POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: w}\nspec: {containers: []}\n"
+
+
+def test_a_family_or_type_the_catalogue_lacks_is_named():
+    from karpenter_e2e.clusters.local import catalogue
+    local = {t.name for t in catalogue.TYPES}
+    reqs = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
+             "values": ["c6gd", "c6i", "c9zz"]},
+            {"key": "node.kubernetes.io/instance-type", "operator": "In",
+             "values": ["r6gd.large"]},
+            {"key": "karpenter.k8s.aws/instance-family", "operator": "NotIn", "values": ["x1"]}]
+    assert "c6gd.large" not in local and "c6i.large" in local
+    assert catalogue.missing(reqs, local) == [
+        "instance-family c6gd: the local catalogue has no such family; EKS would offer it",
+        "instance-family c9zz: the local catalogue has no such family; EC2 has no such family "
+        "either",
+        "instance-type r6gd.large: the local catalogue has no such type; EKS would offer it"]

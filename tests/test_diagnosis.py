@@ -215,3 +215,56 @@ def test_a_panic_or_a_repeated_error_in_karpenters_log_joins_the_verdict():
     v = verdict(Evidence(messages=[], log_excerpt=log))
     assert v.endswith(f"[Karpenter's log: {problems}]"), v
     assert log_problems('{"level":"ERROR","message":"once"}') == ""
+
+
+# Each rule over Karpenter's scheduling texts in the wording of each release, built as its
+# source builds them (sigs.k8s.io/karpenter pkg/scheduling, pkg/controllers/provisioning/
+# scheduling); v1.15.0's no-match texts as a local run recorded them. v1.0.x-v1.1.x prefix
+# each NodePool's clause, v1.5 on name the pool after it.
+V1_0 = 'Failed to schedule pod, incompatible with nodepool "default", daemonset overhead={"pods":"0"}, '
+V1_5 = "Failed to schedule pod, "
+RELEASE_TEXTS = [
+    # v1.0.8, v1.1.5
+    (V1_0 + "did not tolerate dedicated=gpu:NoSchedule", "untolerated taint"),
+    (V1_0 + 'all available instance types exceed limits for nodepool: "default"',
+     "NodePool limit reached"),
+    (V1_0 + 'no instance type satisfied resources {"cpu":"30","pods":"1"} and requirements '
+     "karpenter.sh/nodepool In [default] (no instance type has enough resources)",
+     "no instance type fits"),
+    (V1_0 + 'incompatible requirements, label "intent" does not have known values',
+     "no NodePool matches the pod"),
+    (V1_0 + "incompatible requirements, key team, team In [data] not in team In [platform]",
+     "no NodePool matches the pod"),
+    (V1_0 + "configured to not run on a Karpenter provisioned node via the "
+     "karpenter.sh/nodepool DoesNotExist requirement", "no NodePool matches the pod"),
+    # v1.5.5 to v1.15.0
+    (V1_5 + "did not tolerate taint (taint=dedicated=gpu:NoSchedule)", "untolerated taint"),
+    (V1_5 + "all available instance types exceed limits for nodepool (NodePool=default)",
+     "NodePool limit reached"),
+    (V1_5 + "node limits have been exhausted for nodepool (NodePool=default)",  # v1.11 on
+     "NodePool limit reached"),
+    (V1_5 + "no instance type has enough resources, requirements=karpenter.sh/nodepool In "
+     '[default], resources={"cpu":"30","pods":"1"} (NodePool=default)', "no instance type fits"),
+    (V1_5 + "no instance type has the required offering, requirements=..., resources=...",
+     "no instance type fits"),
+    (V1_5 + "no instance type had enough resources or had a required offering, "
+     "requirements=karpenter.k8s.aws/instance-family In [c6gd], resources=... (NodePool=p)",
+     "no instance type fits"),
+    (V1_5 + "no instance type which met the scheduling requirements and had enough resources, "
+     "had a required offering, requirements=..., resources=...", "no instance type fits"),
+    (V1_5 + "nodepool requirements filtered out all available instance types",  # v1.9 on
+     "no instance type fits"),
+    (V1_5 + 'incompatible requirements, label "intent" does not have known values '
+     "(NodePool=default)", "no NodePool matches the pod"),
+    (V1_5 + "incompatible requirements, key team, team In [data] not in team In [platform] "
+     "(NodePool=default)", "no NodePool matches the pod"),
+    (V1_5 + "configured to not run on a Karpenter provisioned node", "no NodePool matches the pod"),
+    (V1_5 + "no nodepools found", "no NodePool matches the pod"),
+]
+
+
+@pytest.mark.parametrize("message,expected", RELEASE_TEXTS)
+def test_each_release_wording_reaches_its_verdict(message, expected):
+    event = f"web-5f8ddd6475-kjlts FailedScheduling (karpenter): {message}"
+    scheduler = "web-5f8ddd6475-kjlts FailedScheduling (default-scheduler): no nodes available"
+    assert verdict(Evidence(messages=[event, scheduler])).startswith(expected + ":")

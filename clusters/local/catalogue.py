@@ -106,6 +106,46 @@ def without(spec: str) -> Callable[[EC2Type], bool]:
     return lambda t: fields[key](t) in values
 
 
+EC2_TYPES_FILE = Path(__file__).parent / "assets" / "ec2-instance-types.txt"
+FAMILY_KEY, TYPE_KEYS = f"{AWS}/instance-family", ("node.kubernetes.io/instance-type",
+                                                   "beta.kubernetes.io/instance-type")
+
+
+def ec2_types() -> set[str]:
+    """Every instance type EC2 has, as the AWS provider lists them."""
+    return {line.strip() for line in EC2_TYPES_FILE.read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+
+
+def missing(requirements: Iterable[dict], catalogue: set[str],
+            ec2: set[str] | None = None) -> list[str]:
+    """For requirements that name an instance family or type (operator In), each value the
+    ``catalogue`` (instance type names) lacks, with whether EC2 has it: in local mode a
+    NodePool pinned to a family the fake catalogue lacks launches nothing, where EKS would.
+    'instance-family c6gd: the local catalogue has no such family; EKS would offer it'."""
+    ec2 = ec2_types() if ec2 is None else ec2
+    families = {t.split(".", 1)[0] for t in catalogue}
+    ec2_families = {t.split(".", 1)[0] for t in ec2}
+    out: list[str] = []
+    for r in requirements:
+        if r.get("operator") != "In":
+            continue
+        key = r.get("key")
+        kind, have, real = (("family", families, ec2_families) if key == FAMILY_KEY else
+                            ("type", catalogue, ec2) if key in TYPE_KEYS else (None, set(), set()))
+        if kind is None:
+            continue
+        for value in r.get("values") or []:
+            if value in have:
+                continue
+            line = (f"instance-{kind} {value}: the local catalogue has no such {kind}; "
+                    + ("EKS would offer it" if value in real else
+                       f"EC2 has no such {kind} either"))
+            if line not in out:
+                out.append(line)
+    return out
+
+
 def cheapest_family(types: Iterable[EC2Type], requirements: list[dict], min_vcpu: int = 2) -> list[str]:
     """Every type of the family with the cheapest offering that satisfies ``requirements``
     (sizes of at least ``min_vcpu``): what Karpenter would launch first for that pool."""

@@ -1,0 +1,104 @@
+"""`check`'s verdicts against a real local cluster and its real Karpenter: one folder of
+tests/data/check per diagnosis rule, with no expect.yaml, so the default expectation (every
+workload's pods run) must fail with that rule's verdict; unknown fields named, each one;
+placeholders and a kustomization.yaml warned about.
+
+KARPENTER_E2E_CHECK_CLUSTER names the cluster (default check-v-<pid>); a KARPENTER_VERSION
+in the environment runs the same rules on another release (its wording differs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from karpenter_e2e.clusters.local import build
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = REPO / "tests" / "data" / "check"
+NAME = os.environ.get("KARPENTER_E2E_CHECK_CLUSTER") or f"check-v-{os.getpid()}"
+VERSION = ["--karpenter-version", os.environ["KARPENTER_VERSION"]] \
+    if os.environ.get("KARPENTER_VERSION") else []
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "up", "--reuse",
+                    "--cluster-name", NAME, *VERSION],
+                   check=True, capture_output=True, cwd=REPO, timeout=600)
+    yield NAME
+    subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "down", "--cluster-name",
+                    NAME], capture_output=True, cwd=REPO, timeout=300)
+    shutil.rmtree(build.cache_dir() / "clusters" / NAME, ignore_errors=True)
+
+
+def check(case: str, reports: Path) -> tuple[subprocess.CompletedProcess, dict | None]:
+    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.checks", str(CASES / case),
+                           "--cluster-name", NAME, "--keep-cluster", "--reports-dir",
+                           str(reports), *VERSION],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    found = sorted(reports.glob("runs/check-*/check.json"))
+    return proc, json.loads(found[-1].read_text()) if found else None
+
+
+@pytest.mark.parametrize("case, workload, verdict, words", [
+    ("no-pool-matches", "Deployment/shop/web", "no NodePool matches the pod", '"intent"'),
+    ("no-pool-matches", "Deployment/shop/api", "no NodePool matches the pod", "team In [data]"),
+    ("untolerated-taint", "Deployment/shop/web", "untolerated taint", "dedicated=batch"),
+    ("limit-reached", "Deployment/shop/web", "NodePool limit reached", "NodePool"),
+    ("no-instance-type", "Deployment/shop/huge", "no instance type fits",
+     "no instance type has enough resources"),
+    ("catalogue-lacks", "Deployment/shop/spark",
+     "NodePool default: instance-family c6gd: the local catalogue has no such family; EKS "
+     "would offer it", "no instance type fits"),
+])
+def test_pending_pods_fail_the_default_with_karpenters_reason(cluster, tmp_path, case,
+                                                             workload, verdict, words):
+    proc, result = check(case, tmp_path)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert result["default_expectations"]
+    [judged] = result["expectations"]
+    assert not judged["ok"] and workload in judged["seen"], judged
+    w = next(w for w in result["scale_out"]["workloads"] if w["workload"] == workload)
+    assert w["pending"] >= 1, w
+    assert w["diagnosis"].startswith(verdict), w["diagnosis"]
+    assert words in w["diagnosis"], w["diagnosis"]
+    assert "**FAILED**" in proc.stdout
+
+
+def test_every_unknown_field_is_named_with_file_and_document(cluster, tmp_path):
+    proc, result = check("unknown-fields", tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert result is None
+    err = proc.stderr
+    pools, workloads = CASES / "unknown-fields" / "nodepool.yaml", \
+        CASES / "unknown-fields" / "workloads.yaml"
+    for where, field in [(f"{pools} (document 0)", "spec.template.spec.expireAfterr"),
+                         (f"{workloads} (document 1)", "spec.replica"),
+                         (f"{workloads} (document 1)",
+                          "spec.template.spec.containers[0].imagePullPolicyy"),
+                         (f"{pools} (document 1)", "spec.amiSelectorTerm"),
+                         (f"{pools} (document 1)", "spec.blockDeviceMapping")]:
+        line = next((x for x in err.splitlines() if x.startswith(where) and field in x), None)
+        assert line and f'unknown field "{field}"' in line, (where, field, err)
+    # with the unknown fields ignored, the EC2NodeClass's own error is named too
+    assert "spec.amiSelectorTerms: Required value" in err
+
+
+def test_placeholders_and_a_kustomization_are_warned_about(cluster, tmp_path):
+    proc, result = check("blueprint", tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    folder = CASES / "blueprint"
+    assert f"{folder / 'nodepool.yaml'}:37: placeholder <<CLUSTER_NAME>> was never filled in" \
+        in proc.stderr
+    assert f"{folder / 'nodepool.yaml'}:40: placeholder $DISCOVERY_TAG was never filled in" \
+        in proc.stderr
+    assert f"{folder / 'kustomization.yaml'}: not applied" in proc.stderr
+    [judged] = result["expectations"]
+    assert judged["ok"] and judged["seen"] == "3 of 3 pods running"
