@@ -296,13 +296,15 @@ INPUTS: tuple[Input, ...] = (
        "a requirement with operator DoesNotExist",
        "pkg/scheduling/requirement.go:NewRequirementWithFlexibility"),
     _i("nodepool.requirements.Gt", "nodepool",
-       "a requirement with operator Gt (instance-generation Gt 2)",
+       "a requirement with operator Gt (instance-generation Gt 6): exclusive, canonicalised "
+       "to an inclusive bound N+1",
        "pkg/scheduling/requirement.go:NewRequirementWithFlexibility",
-       gap="every workshop pool has it and the nodes are checked against it, but no scenario "
-           "makes it decide: nothing shows an older generation being left out"),
+       proved_by=("gt-inclusive",)),
     _i("nodepool.requirements.Lt", "nodepool",
-       "a requirement with operator Lt",
-       "pkg/scheduling/requirement.go:NewRequirementWithFlexibility"),
+       "a requirement with operator Lt (instance-cpu Lt 4): exclusive, canonicalised to an "
+       "inclusive bound N-1",
+       "pkg/scheduling/requirement.go:NewRequirementWithFlexibility",
+       proved_by=("lt-inclusive",)),
     _i("nodepool.requirements.Gte", "nodepool",
        "a requirement with operator Gte",
        "pkg/scheduling/requirement.go:NewRequirementWithFlexibility"),

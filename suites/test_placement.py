@@ -186,6 +186,47 @@ def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, ex
     timings.notes["instance_types"] = ", ".join(launched)
 
 
+GENERATION = "karpenter.k8s.aws/instance-generation"
+CPUS = "karpenter.k8s.aws/instance-cpu"
+
+
+@pytest.mark.scenario("requirement-bounds")
+@pytest.mark.covers("nodepool.requirements.Gt", "nodepool.requirements.Lt")
+def test_gt_and_lt_bounds_are_exclusive(nodepool_factory, inflate_factory, expect, timings):
+    """instance-generation Gt 6 and instance-cpu Lt 4: only 7th-generation types of at most 3
+    vCPUs launch. Both bounds are exclusive (Karpenter turns Gt N into >= N+1): the 6th
+    generation is cheaper and a 4-vCPU type would take three pods, so either bound taken
+    inclusively changes what is launched."""
+    with allure.step("given the default pool narrowed to generation Gt 6 and cpu Lt 4"):
+        spec = nodepool_factory.spec("default")
+        reqs = [r for r in spec["spec"]["template"]["spec"]["requirements"]
+                if r["key"] != GENERATION]
+        reqs += [{"key": GENERATION, "operator": "Gt", "values": ["6"]},
+                 {"key": CPUS, "operator": "Lt", "values": ["4"]}]
+        spec["spec"]["template"]["spec"]["requirements"] = reqs
+        pool = nodepool_factory(spec, spec={"limits": {"cpu": "100"}})
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+
+    with allure.step("scale inflate to 4 (1 vCPU each)"):
+        inflate.scale(4)
+        pods = expect.eventually_pods_running(inflate, 4)
+
+    with allure.step("expect every node inside both bounds, one pod per 2-vCPU node"):
+        nodes = list(expect.pods_on(pods).values())
+        outside = {n.metadata.name: (n.metadata.labels.get(INSTANCE_TYPE),
+                                     n.metadata.labels.get(GENERATION), n.metadata.labels.get(CPUS))
+                   for n in nodes
+                   if not int(n.metadata.labels.get(GENERATION, "0")) > 6
+                   or not int(n.metadata.labels.get(CPUS, "99")) < 4}
+        assert not outside, f"nodes outside generation Gt 6 / cpu Lt 4 (type, gen, cpu): {outside}"
+        # At most 3 vCPUs and none below 2 in the 7th generation: 1.9 allocatable each, so
+        # Karpenter must plan exactly one NodeClaim per pod, none for a larger type.
+        claims = expect.nodeclaims(pool)
+        assert len(claims) == 4, (f"expected 4 NodeClaims (one 1-vCPU pod per <4-vCPU node), "
+                                  f"got {len(claims)}: {describe_claims(claims)}")
+    timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
+
+
 @pytest.mark.scenario("taints-affinity")
 @pytest.mark.covers("nodepool.template.taints",
                     "pod.tolerations.NoSchedule",
