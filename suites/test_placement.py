@@ -227,6 +227,58 @@ def test_gt_and_lt_bounds_are_exclusive(nodepool_factory, inflate_factory, expec
     timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
 
 
+def zone_terms(*zones: str) -> list[dict]:
+    return [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": [z]}]} for z in zones]
+
+
+@pytest.mark.scenario("node-affinity-terms")
+@pytest.mark.covers("pod.nodeAffinity.required", "pod.nodeAffinity.preferred")
+def test_affinity_terms_are_tried_in_order_and_relaxed(nodepool_factory, inflate_factory, expect,
+                                                       timings):
+    """Two workloads whose first node-affinity choice is a zone no offering has (us-west-2e):
+    Karpenter drops the first required term and plans the next (us-west-2d), and takes the
+    heaviest preference as required, then relaxes it to the next heaviest (us-west-2c, not
+    the lighter us-west-2b). The zone is Karpenter's plan: each NodeClaim's own requirement."""
+    with allure.step("given the default pool, one workload with two required terms "
+                     "[2e | 2d] and one with preferences 2e (100), 2c (60), 2b (20)"):
+        pool = nodepool_factory("default")
+        required = inflate_factory("required-terms", replicas=0, node_selector=pool.template_labels,
+                                   extra_pod_spec={"affinity": {"nodeAffinity": {
+                                       "requiredDuringSchedulingIgnoredDuringExecution": {
+                                           "nodeSelectorTerms": zone_terms("us-west-2e",
+                                                                           "us-west-2d")}}}})
+        preferred = inflate_factory("preferred-terms", replicas=0,
+                                    node_selector=pool.template_labels,
+                                    extra_pod_spec={"affinity": {"nodeAffinity": {
+                                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                                            {"weight": w, "preference": t} for w, t in zip(
+                                                (20, 100, 60),
+                                                zone_terms("us-west-2b", "us-west-2e",
+                                                           "us-west-2c"), strict=True)]}}})
+
+    with allure.step("scale the preferring workload to 2, then the requiring one to 2"):
+        # One after the other: a preference binds nobody, so preferring pods scaled beside
+        # the others may be bound to the 2d node by the kube-scheduler. Alone, the only node
+        # they can get is the one Karpenter planned for them.
+        preferred.scale(2)
+        pods = {"preferred-terms": (expect.eventually_pods_running(preferred, 2), "us-west-2c")}
+        required.scale(2)
+        pods["required-terms"] = (expect.eventually_pods_running(required, 2), "us-west-2d")
+
+    with allure.step("expect each workload's NodeClaims planned in, and its nodes in, its zone"):
+        claims = {c.get("status", {}).get("nodeName"): c for c in expect.nodeclaims(pool)}
+        for workload, (running, zone) in pods.items():
+            nodes = list(expect.pods_on(running).values())
+            assert_all_labelled(nodes, ZONE, zone, workload)
+            planned = {n.metadata.name: claim_requirement(claims.get(n.metadata.name, {"spec": {}}),
+                                                          ZONE).get("values")
+                       for n in nodes}
+            assert all(v == [zone] for v in planned.values()), (
+                f"{workload}: expected each NodeClaim to require {ZONE} In [{zone}], "
+                f"Karpenter planned (node: zones) {planned}")
+            timings.notes[workload] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
+
+
 @pytest.mark.scenario("taints-affinity")
 @pytest.mark.covers("nodepool.template.taints",
                     "pod.tolerations.NoSchedule",
