@@ -185,7 +185,8 @@ INPUTS: tuple[Input, ...] = (
        "PreferNoSchedule taints: honoured first, then tolerated by relaxation when a pool "
        "carries one",
        f"{SCHED}/preferences.go:Preferences.toleratePreferNoScheduleTaints",
-       f"{SCHED}/scheduler.go:NewScheduler"),
+       f"{SCHED}/scheduler.go:NewScheduler",
+       proved_by=("prefer-no-schedule-ignored", "prefer-no-schedule-never-relaxed")),
     _i("pod.priority", "pod",
        "priority: a pod nominated by preemption is left to the kube-scheduler, and "
        "system-cluster/node-critical pods are drained last",

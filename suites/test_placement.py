@@ -279,6 +279,49 @@ def test_affinity_terms_are_tried_in_order_and_relaxed(nodepool_factory, inflate
             timings.notes[workload] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
 
 
+@pytest.mark.scenario("prefer-no-schedule")
+@pytest.mark.covers("pod.tolerations.PreferNoSchedule")
+def test_prefer_no_schedule_is_honoured_then_relaxed(nodepool_factory, inflate_factory, expect,
+                                                     timings):
+    """A weight-10 pool tainted dedicated=batch:PreferNoSchedule beside the default pool.
+    Karpenter takes the taint as binding first: pods that do not tolerate it get the default
+    pool although the tainted pool is tried first. Pods that only the tainted pool can take
+    still get its nodes: Karpenter relaxes the preference by tolerating the taint."""
+    with allure.step("given a tainted weight-10 pool labelled dedicated=batch and the default pool"):
+        tainted = nodepool_factory("default", name="a-prefer-not", spec={
+            "weight": 10,
+            "template": {"metadata": {"labels": {"dedicated": "batch"}},
+                         "spec": {"taints": [{"key": "dedicated", "value": "batch",
+                                              "effect": "PreferNoSchedule"}]}}})
+        default = nodepool_factory("default")
+        anywhere = inflate_factory("anywhere", replicas=0, node_selector={})
+        batch_only = inflate_factory("batch-only", replicas=0, node_selector={"dedicated": "batch"})
+        # Both pools able to launch before any pod is pending, or the first Ready one wins.
+        expect.eventually_nodepools_ready(tainted, default)
+
+    with allure.step("scale the workload any pool fits to 3"):
+        anywhere.scale(3)
+        nodes = list(expect.pods_on(expect.eventually_pods_running(anywhere, 3)).values())
+
+    with allure.step("expect its nodes from the default pool, none from the tainted one"):
+        assert_all_labelled(nodes, NODEPOOL, default.name, "the untolerating pods' nodes")
+        claims = expect.nodeclaims(tainted)
+        assert not claims, (f"NodeClaims of the PreferNoSchedule pool for pods another pool "
+                            f"fits: {describe_claims(claims)}")
+
+    with allure.step("scale the workload only the tainted pool fits to 2"):
+        batch_only.scale(2)
+        batch_nodes = list(expect.pods_on(expect.eventually_pods_running(batch_only, 2)).values())
+
+    with allure.step("expect its nodes from the tainted pool, carrying the taint"):
+        assert_all_labelled(batch_nodes, NODEPOOL, tainted.name, "the batch-only pods' nodes")
+        untainted = [n.metadata.name for n in batch_nodes
+                     if not any(t.key == "dedicated" and t.effect == "PreferNoSchedule"
+                                for t in n.spec.taints or [])]
+        assert not untainted, f"nodes of the tainted pool without its taint: {untainted}"
+    timings.notes["instance_types"] = ", ".join(labels_of(nodes + batch_nodes, INSTANCE_TYPE))
+
+
 @pytest.mark.scenario("taints-affinity")
 @pytest.mark.covers("nodepool.template.taints",
                     "pod.tolerations.NoSchedule",
