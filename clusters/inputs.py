@@ -254,7 +254,8 @@ INPUTS: tuple[Input, ...] = (
        "an arch-specific DaemonSet (kubernetes.io/arch): counted per instance type, only on "
        "types of its arch",
        f"{SCHED}/scheduler.go:buildDaemonOverheadGroups",
-       f"{SCHED}/scheduler.go:isDaemonPodCompatible"),
+       f"{SCHED}/scheduler.go:isDaemonPodCompatible",
+       proved_by=("daemonset-arch-ignored",)),
     _i("daemonset.tolerations", "daemonset",
        "a DaemonSet's tolerations against the pool's taints: counted only where it tolerates",
        f"{SCHED}/scheduler.go:isDaemonPodCompatible",

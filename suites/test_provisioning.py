@@ -366,6 +366,7 @@ def test_daemonset_is_counted_only_where_it_tolerates_the_taints(nodepool_factor
 
 
 NODEPOOL = "karpenter.sh/nodepool"
+ARCH = "kubernetes.io/arch"
 ABSENT = "e2e.karpenter.sh/storage-node"  # a label no pool of the harness defines
 
 
@@ -458,6 +459,46 @@ def test_daemonset_overhead_follows_each_daemonsets_node_selection(nodepool_fact
         # Karpenter's rule must agree with where the DaemonSets really run.
         _daemons_scheduled(expect, inflate.namespace, {n: int(d[1]) for n, d in daemons.items()})
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
+
+
+@pytest.mark.scenario("daemonset-arch")
+@pytest.mark.covers("daemonset.arch")
+def test_arch_specific_daemonset_is_counted_only_on_its_arch(nodepool_factory, inflate_factory,
+                                                             expect, timings):
+    """The Graviton pool (amd64 and arm64), a DaemonSet asking 1 CPU on its arm64 nodes only,
+    and one 1-CPU pod of each arch: Karpenter sizes the arm64 pod's NodeClaim for the pod and
+    the daemon (2 CPU), the amd64 one for the pod alone (1 CPU), and launches each arch's type."""
+    with allure.step("given the Graviton pool, a 1-CPU DaemonSet on its arm64 nodes and one "
+                     "inflate per arch at 0"):
+        pool = nodepool_factory("graviton")
+        daemon = inflate_factory.daemonset("arm64-only", cpu="1",
+                                           node_selector={**pool.template_labels, ARCH: "arm64"})
+        inflates = {arch: inflate_factory(f"inflate-{arch}", replicas=0,
+                                          node_selector={**pool.template_labels, ARCH: arch})
+                    for arch in ("amd64", "arm64")}
+
+    with allure.step("scale both to 1"):
+        for inflate in inflates.values():
+            inflate.scale(1)
+        nodes = {arch: expect.node_of_each_pod(expect.eventually_pods_running(inflate, 1))[0]
+                 for arch, inflate in inflates.items()}
+        claims = expect.eventually_nodes_launched_by_karpenter(pool, list(nodes.values()))
+
+    with allure.step("expect the arm64 NodeClaim to count the daemon (2000m, 2 pods) and the "
+                     "amd64 one not (1000m, 1 pod), each launched as a type of its arch"):
+        want = {"amd64": (1000, 1), "arm64": (2000, 2)}
+        got = {arch: _requests(claims[node.metadata.name]) for arch, node in nodes.items()}
+        assert got == want, \
+            f"NodeClaim requests (CPU millicores, pods) by its pod's arch {got}: expected {want} " \
+            f"(the {daemon} daemon counted on arm64 types only)"
+        launched = {arch: (node.metadata.labels[INSTANCE_TYPE], node.metadata.labels[ARCH])
+                    for arch, node in nodes.items()}
+        assert all(a == arch for arch, (_, a) in launched.items()), \
+            f"instance types launched by pod arch (type, its arch): {launched}"
+
+    with allure.step("expect the DaemonSet controller to run the daemon on the arm64 node alone"):
+        _daemons_scheduled(expect, inflates["arm64"].namespace, {daemon: 1})
+    timings.notes["instance_types"] = ", ".join(f"{a}: {t}" for a, (t, _) in launched.items())
 
 
 INIT_CPU = 3  # the init container's request; the pod's container asks 100m
