@@ -228,29 +228,37 @@ INPUTS: tuple[Input, ...] = (
        f"{SCHED}/nodeclaim.go:NodeClaim.addDaemonRequests",
        proved_by=("daemonset-overhead-ignored",)),
     _i("daemonset.nodeSelector", "daemonset",
-       "a DaemonSet's nodeSelector: counted only on pools whose labels it selects",
+       "a DaemonSet's nodeSelector: counted only on pools whose labels it selects (a label "
+       "the pool does not define excludes it, as another value of one it does)",
        f"{SCHED}/scheduler.go:isDaemonPodCompatible",
-       gap="only a selector the pool matches: no scenario has a DaemonSet whose selector "
-           "excludes the pool (which must not be counted)"),
+       proved_by=("daemonset-undefined-labels-allowed",)),
     _i("daemonset.requiredTerms", "daemonset",
        "a DaemonSet's required node affinity with several terms: compatible if any term is "
        "(Karpenter takes the DaemonSet's template affinity, not the pod's per-node one)",
        f"{SCHED}/scheduler.go:isDaemonPodCompatible",
-       "pkg/controllers/provisioning/provisioner.go:Provisioner.getDaemonSetPods"),
+       "pkg/controllers/provisioning/provisioner.go:Provisioner.getDaemonSetPods",
+       proved_by=("daemonset-first-term-only",),
+       gap="terms that match different pools or instance types: removeRequiredNodeAffinityTerm "
+           "drops a failed term from the daemon pod itself, which the whole scheduling round "
+           "shares, so a term one pool or type failed is not tried for the next (read, not "
+           "run); the scenario's matching term is the last, which is never dropped"),
     _i("daemonset.preferredTerms", "daemonset",
        "a DaemonSet's preferred node affinity: ignored for compatibility (strict "
        "requirements only)",
        f"{SCHED}/scheduler.go:isDaemonPodCompatible",
-       "pkg/scheduling/requirements.go:NewStrictPodRequirements"),
+       "pkg/scheduling/requirements.go:NewStrictPodRequirements",
+       proved_by=("daemonset-preferred-as-required",)),
     _i("daemonset.karpenterLabels", "daemonset",
        "a DaemonSet selecting labels Karpenter sets at registration (karpenter.sh/registered, "
        "karpenter.sh/initialized): counted, as the template carries them as requirements",
-       f"{SCHED}/nodeclaimtemplate.go:NewNodeClaimTemplate"),
+       f"{SCHED}/nodeclaimtemplate.go:NewNodeClaimTemplate",
+       proved_by=("daemonset-karpenter-labels-dropped",)),
     _i("daemonset.arch", "daemonset",
        "an arch-specific DaemonSet (kubernetes.io/arch): counted per instance type, only on "
        "types of its arch",
        f"{SCHED}/scheduler.go:buildDaemonOverheadGroups",
-       f"{SCHED}/scheduler.go:isDaemonPodCompatible"),
+       f"{SCHED}/scheduler.go:isDaemonPodCompatible",
+       proved_by=("daemonset-arch-ignored",)),
     _i("daemonset.tolerations", "daemonset",
        "a DaemonSet's tolerations against the pool's taints: counted only where it tolerates",
        f"{SCHED}/scheduler.go:isDaemonPodCompatible",

@@ -365,6 +365,142 @@ def test_daemonset_is_counted_only_where_it_tolerates_the_taints(nodepool_factor
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
 
 
+NODEPOOL = "karpenter.sh/nodepool"
+ARCH = "kubernetes.io/arch"
+ABSENT = "e2e.karpenter.sh/storage-node"  # a label no pool of the harness defines
+
+
+def _term(key: str, value: str) -> dict:
+    return {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}
+
+
+def _required(*terms: dict) -> dict:
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": list(terms)}}}
+
+
+def _requests(claim: dict) -> tuple[int, int]:
+    """A NodeClaim's planned CPU (millicores) and pod count: what Karpenter scheduled onto it,
+    the pods it placed there plus the DaemonSet pods it counted for that node."""
+    requests = claim["spec"]["resources"]["requests"]
+    return (round(float(parse_quantity(requests["cpu"])) * 1000),
+            int(parse_quantity(requests.get("pods", "0"))))
+
+
+def _daemons_scheduled(expect, namespace: str, want: dict[str, int]) -> None:
+    """The DaemonSet controller's own count of nodes each DaemonSet selects (desiredNumberScheduled)."""
+    def check() -> Observation:
+        got = {name: (expect.kube.apps.read_namespaced_daemon_set_status(
+                          name, namespace, _request_timeout=expect.kube.timeout).status
+                      .desired_number_scheduled or 0) for name in want}
+        return Observation(got == want, f"desiredNumberScheduled {got}")
+
+    expect.eventually(check, f"DaemonSets to select nodes {want}", expect.timeouts.api)
+
+
+POD_MILLI = 500
+
+
+@pytest.mark.scenario("daemonset-selection")
+@pytest.mark.covers("daemonset.nodeSelector", "daemonset.requiredTerms",
+                    "daemonset.karpenterLabels", "daemonset.preferredTerms")
+def test_daemonset_overhead_follows_each_daemonsets_node_selection(nodepool_factory, inflate_factory,
+                                                                  expect, timings):
+    """The default pool, seven DaemonSets scoped to the test, each asking a distinct power of two
+    times 50m CPU, and one 500m pod. Counted on the pool's NodeClaim: one selecting
+    karpenter.sh/registered, one karpenter.sh/initialized, one with only a preferred term the
+    pool cannot meet, one whose second required term matches the pool. Not counted: one whose
+    required terms all miss, one selecting another pool, one selecting a label the pool never
+    sets. The NodeClaim's CPU names exactly the set Karpenter counted."""
+    with allure.step("given the default pool, seven DaemonSets on this test's nodes and inflate at 0"):
+        pool = nodepool_factory("default")
+        labels = pool.template_labels
+        other = f"{pool.name}-other"
+        # name: (millicores, counted, nodeSelector, affinity)
+        daemons: dict[str, tuple[int, bool, dict[str, str], dict | None]] = {
+            "registered": (50, True, {**labels, "karpenter.sh/registered": "true"}, None),
+            "initialized": (100, True, {**labels, "karpenter.sh/initialized": "true"}, None),
+            "preferred": (200, True, labels, {"nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "preference": _term(ABSENT, "true")}]}}),
+            # The matching term comes last: Karpenter drops a failed term from the daemon pod
+            # that the whole scheduling round shares, so a term another test's pool failed is
+            # not tried for this one; the last term is never dropped.
+            "any-term": (400, True, labels, _required(_term(ABSENT, "true"),
+                                                      _term(NODEPOOL, pool.name))),
+            "no-term": (800, False, labels, _required(_term(ABSENT, "true"), _term(NODEPOOL, other))),
+            "other-pool": (1600, False, {**labels, NODEPOOL: other}, None),
+            "unlabelled": (3200, False, {**labels, ABSENT: "true"}, None),
+        }
+        for name, (milli, _, selector, affinity) in daemons.items():
+            inflate_factory.daemonset(name, cpu=f"{milli}m", node_selector=selector, affinity=affinity)
+        # All of them and the pod (6.85 CPU) still fit the pool's largest type (its limit is
+        # 10 CPU), so a Karpenter counting any wrong set still plans a NodeClaim to read.
+        inflate = inflate_factory(replicas=0, node_selector=labels, cpu=f"{POD_MILLI}m")
+
+    with allure.step("scale inflate to 1"):
+        inflate.scale(1)
+        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
+        claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+
+    counted = sorted(n for n, d in daemons.items() if d[1])
+    want = (POD_MILLI + sum(daemons[n][0] for n in counted), 1 + len(counted))
+    with allure.step(f"expect the NodeClaim's requests to hold the pod and {', '.join(counted)}: "
+                     f"{want[0]}m CPU, {want[1]} pods"):
+        got = {name: _requests(c) for name, c in claims.items()}
+        # Each daemon's CPU is one bit of the planned CPU beyond the pod's.
+        bits = [(got_milli - POD_MILLI) // 50 for got_milli, _ in got.values()]
+        by_cpu = [sorted(n for n, d in daemons.items() if b & d[0] // 50) for b in bits]
+        assert list(got.values()) == [want], \
+            f"NodeClaim requests (CPU millicores, pods) by node {got} for one {POD_MILLI}m pod: " \
+            f"expected {want} (the pod and {counted}); by its CPU Karpenter counted {by_cpu}"
+
+    with allure.step("expect the DaemonSet controller to run exactly the counted ones there"):
+        # Karpenter's rule must agree with where the DaemonSets really run.
+        _daemons_scheduled(expect, inflate.namespace, {n: int(d[1]) for n, d in daemons.items()})
+    timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
+
+
+@pytest.mark.scenario("daemonset-arch")
+@pytest.mark.covers("daemonset.arch")
+def test_arch_specific_daemonset_is_counted_only_on_its_arch(nodepool_factory, inflate_factory,
+                                                             expect, timings):
+    """The Graviton pool (amd64 and arm64), a DaemonSet asking 1 CPU on its arm64 nodes only,
+    and one 1-CPU pod of each arch: Karpenter sizes the arm64 pod's NodeClaim for the pod and
+    the daemon (2 CPU), the amd64 one for the pod alone (1 CPU), and launches each arch's type."""
+    with allure.step("given the Graviton pool, a 1-CPU DaemonSet on its arm64 nodes and one "
+                     "inflate per arch at 0"):
+        pool = nodepool_factory("graviton")
+        daemon = inflate_factory.daemonset("arm64-only", cpu="1",
+                                           node_selector={**pool.template_labels, ARCH: "arm64"})
+        inflates = {arch: inflate_factory(f"inflate-{arch}", replicas=0,
+                                          node_selector={**pool.template_labels, ARCH: arch})
+                    for arch in ("amd64", "arm64")}
+
+    with allure.step("scale both to 1"):
+        for inflate in inflates.values():
+            inflate.scale(1)
+        nodes = {arch: expect.node_of_each_pod(expect.eventually_pods_running(inflate, 1))[0]
+                 for arch, inflate in inflates.items()}
+        claims = expect.eventually_nodes_launched_by_karpenter(pool, list(nodes.values()))
+
+    with allure.step("expect the arm64 NodeClaim to count the daemon (2000m, 2 pods) and the "
+                     "amd64 one not (1000m, 1 pod), each launched as a type of its arch"):
+        want = {"amd64": (1000, 1), "arm64": (2000, 2)}
+        got = {arch: _requests(claims[node.metadata.name]) for arch, node in nodes.items()}
+        assert got == want, \
+            f"NodeClaim requests (CPU millicores, pods) by its pod's arch {got}: expected {want} " \
+            f"(the {daemon} daemon counted on arm64 types only)"
+        launched = {arch: (node.metadata.labels[INSTANCE_TYPE], node.metadata.labels[ARCH])
+                    for arch, node in nodes.items()}
+        assert all(a == arch for arch, (_, a) in launched.items()), \
+            f"instance types launched by pod arch (type, its arch): {launched}"
+
+    with allure.step("expect the DaemonSet controller to run the daemon on the arm64 node alone"):
+        _daemons_scheduled(expect, inflates["arm64"].namespace, {daemon: 1})
+    timings.notes["instance_types"] = ", ".join(f"{a}: {t}" for a, (t, _) in launched.items())
+
+
 INIT_CPU = 3  # the init container's request; the pod's container asks 100m
 
 
