@@ -4,6 +4,7 @@ against their limits, the table, the picture and the verdict (no cluster)."""
 import json
 import math
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,9 @@ def test_sampler_thread_samples_until_stopped_and_reports_its_error():
     sampler = ProcessSampler(lambda: f"process_cpu_seconds_total {next(cpu)}\n"
                                      f"process_resident_memory_bytes 1\n", interval=0.01)
     sampler.start()
-    sampler._stop.wait(0.2)  # the thread samples meanwhile
+    deadline = time.monotonic() + 5
+    while len(sampler.samples) <= 3 and time.monotonic() < deadline:  # the thread samples
+        time.sleep(0.01)
     sampler.stop()
     assert len(sampler.samples) > 3
     assert sampler.summary()["karpenter_cpu_s"] == len(sampler.samples) - 1
