@@ -5,6 +5,7 @@ delete them again when a kept cluster is reused.
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from karpenter_e2e.checks.manifests import Manifest, ManifestError
-from karpenter_e2e.clusters.kube import NODECLAIM, Kube, api_message
+from karpenter_e2e.clusters.kube import NODECLAIM, Kube, api_message, if_found
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 
 log = logging.getLogger("karpenter_e2e.check")
@@ -140,12 +141,9 @@ class Applier:
         """Delete what was applied (workloads first, NodePools and NodeClasses last) and wait
         until Karpenter has removed every NodeClaim: a kept cluster is clean again."""
         for m in reversed(manifests):
-            try:
-                self.dyn.delete(self._resource(m), name=m.name, namespace=m.namespace,
-                                body={"propagationPolicy": "Background"}, _request_timeout=30)
-            except DynamicApiError as exc:
-                if exc.status != 404:
-                    raise
+            if_found(functools.partial(self.dyn.delete, self._resource(m), name=m.name,
+                                       namespace=m.namespace, _request_timeout=30,
+                                       body={"propagationPolicy": "Background"}))
 
         namespaces = {m.name for m in manifests if m.kind == "Namespace"}
 

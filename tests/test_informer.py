@@ -103,3 +103,4 @@ def test_without_history_the_list_only_gives_a_starting_point(monkeypatch):
     inf.window(1, on_list=lambda objs: pytest.fail("no list callback without history")
                if objs else None)
     assert calls[0]["limit"] == 1 and inf.objects == {} and inf.resource_version == "9"
+

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from karpenter_e2e.clusters.kube import if_found
+
 log = logging.getLogger(__name__)
 
 # On every instance Karpenter launches (karpenter.sh/nodeclaim is added later, by CreateTags).
@@ -230,13 +232,8 @@ class Registrar:
                 self._delete(name, f"instance {iid} does not exist")
 
     def _delete(self, name: str, why: str) -> None:
-        from kubernetes.client.rest import ApiException
-        try:
-            self.core.delete_node(name, _request_timeout=10)
+        if if_found(lambda: self.core.delete_node(name, _request_timeout=10)) is not None:
             log.warning("deleted node %s: %s", name, why)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
 
     def run(self, stop, interval: float = 0.3) -> None:
         """Sync until ``stop`` (a threading.Event) is set; errors are logged, not fatal."""

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.eks import aws
@@ -26,6 +25,7 @@ from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.flags import cli_flag
 from karpenter_e2e.clusters.kube import (
     Kube,  # the harness's one client: same loading, same timeouts
+    if_found,
 )
 from karpenter_e2e.clusters.local import build  # the per-user cache every mode shares
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
@@ -89,14 +89,9 @@ class KubeApi:
         return client.VersionApi(self.kube.api).get_code(_request_timeout=10).git_version
 
     def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
-        try:
-            cm = self.kube.core.read_namespaced_config_map(name, namespace,
-                                                           _request_timeout=self.kube.timeout)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(cm.data or {})
+        cm = if_found(lambda: self.kube.core.read_namespaced_config_map(
+            name, namespace, _request_timeout=self.kube.timeout))
+        return None if cm is None else dict(cm.data or {})
 
     def deployments(self, namespace: str, selector: str) -> list[Deployment]:
         items = self.kube.apps.list_namespaced_deployment(

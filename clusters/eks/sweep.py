@@ -21,11 +21,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from kubernetes.client.rest import ApiException
-
 from karpenter_e2e.clusters.eks import aws, teardown
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.kube import Kind
+from karpenter_e2e.clusters.kube import Kind, if_found
 from karpenter_e2e.clusters.labels import RUN_LABEL, TEST_LABEL
 
 log = logging.getLogger(__name__)
@@ -98,8 +96,9 @@ class ClusterObjects:
         self.kube = kube
 
     def list(self, kind: Kind, selector: str) -> list[dict]:
-        """[{name, labels, created}] of ``kind``; [] when the kind is not installed here."""
-        try:
+        """[{name, labels, created}] of ``kind``; [] when the kind is not installed here (e.g.
+        no EC2NodeClass CRD in local mode)."""
+        def listed() -> list[dict]:
             if kind is NAMESPACES:
                 return [{"name": n.metadata.name, "labels": n.metadata.labels or {},
                          "created": n.metadata.creation_timestamp}
@@ -108,18 +107,12 @@ class ClusterObjects:
             return [{"name": o["metadata"]["name"], "labels": o["metadata"].get("labels", {}),
                      "created": o["metadata"]["creationTimestamp"]}
                     for o in self.kube.list(kind, selector)]
-        except ApiException as exc:
-            if exc.status == 404:  # e.g. no EC2NodeClass CRD in local mode
-                return []
-            raise
+
+        return if_found(listed, [])
 
     def delete(self, kind: Kind, name: str) -> None:
         if kind is NAMESPACES:
-            try:
-                self.kube.core.delete_namespace(name, _request_timeout=self.kube.timeout)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            if_found(lambda: self.kube.core.delete_namespace(name, _request_timeout=self.kube.timeout))
         else:
             self.kube.delete(kind, name)
 

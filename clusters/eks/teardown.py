@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 
 from karpenter_e2e.clusters.eks import aws
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.kube import if_found
 
 log = logging.getLogger(__name__)
 
@@ -86,22 +87,13 @@ class KarpenterObjects:
         self.api = client.CustomObjectsApi(api_client)
 
     def names(self, kind: tuple[str, str, str]) -> list[str]:
-        from kubernetes.client.rest import ApiException
-        try:
-            items = self.api.list_cluster_custom_object(*kind, _request_timeout=30)["items"]
-        except ApiException as exc:
-            if exc.status == 404:  # the CRD is gone: so are its objects
-                return []
-            raise
-        return [o["metadata"]["name"] for o in items]
+        # A 404: the CRD is gone, and so are its objects.
+        listing: dict = if_found(lambda: self.api.list_cluster_custom_object(*kind, _request_timeout=30),
+                           {"items": []})
+        return [o["metadata"]["name"] for o in listing["items"]]
 
     def delete(self, kind: tuple[str, str, str], name: str) -> None:
-        from kubernetes.client.rest import ApiException
-        try:
-            self.api.delete_cluster_custom_object(*kind, name, _request_timeout=30)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        if_found(lambda: self.api.delete_cluster_custom_object(*kind, name, _request_timeout=30))
 
 
 def remove_karpenter_objects(objects, deadline: Deadline = Deadline()) -> None:
