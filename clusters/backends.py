@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import cli_flag
 from karpenter_e2e.clusters.local import versions
@@ -87,7 +88,7 @@ def _mutant(opts: Any, flag: Callable[[str], str]):
     return mutant
 
 
-def create(opts: Any, flag: Callable[[str], str] = cli_flag):
+def create(opts: Any, flag: Callable[[str], str] = cli_flag) -> Cluster:
     """The backend ``opts`` choose; ``flag`` names the options in refusals as the caller's
     command line spells them (the plugin passes flags.plugin_flag)."""
     mode = opts.cluster

@@ -42,9 +42,25 @@ class Status:
 
 
 class Cluster(Protocol):
-    """One backend per mode (local, kind, eks)."""
+    """One backend per mode (local, aws-sim, kind, eks): what the plugin, the runners and
+    ``check`` call on it. ``backends.create`` returns one, so mypy checks every backend
+    against this. Mode-specific extras (a local catalogue, EC2 AMIs) are not part of it."""
 
-    def up(self) -> ClusterInfo: ...
+    name: str
+    context: str | None  # the kubeconfig context to use (eks); None: the kubeconfig's own
+
+    @property
+    def lock_path(self) -> Path: ...
+
+    # Which run brought the cluster up (xdist workers of one run share it), or None.
+    def owner(self) -> str | None: ...
+
+    def set_owner(self, run_id: str) -> None: ...
+
+    # Options that make no sense together stop the run before anything starts.
+    def check_options(self) -> None: ...
+
+    def up(self, reuse: bool = False) -> ClusterInfo: ...
 
     def down(self) -> None: ...
 
@@ -61,6 +77,9 @@ class Cluster(Protocol):
 
     def karpenter_running(self) -> bool: ...
 
+    # Why the cloud cannot answer (aws-sim: its fake AWS is gone), or None.
+    def cloud_problem(self) -> str | None: ...
+
     # Karpenter's lifecycle, for negative checks and the upgrade gate.
     def stop_karpenter(self) -> None: ...
 
@@ -70,3 +89,5 @@ class Cluster(Protocol):
 
     # Karpenter's Prometheus /metrics text, or None where this machine cannot reach it.
     def karpenter_metrics(self) -> str | None: ...
+
+    def karpenter_peak_memory_mib(self) -> float | None: ...

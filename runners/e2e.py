@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.local import build
 from karpenter_e2e.reports import run_dirs
@@ -112,7 +113,7 @@ class LaneRun:
         self.started = self.ended = 0.0
         self.up_s: float | None = None
         self.up_error = ""
-        self.backend = None
+        self.backend: Cluster | None = None
 
     def bring_up(self) -> None:
         """Up before its tests start (local mode): clusters come up one at a time, so each
@@ -148,7 +149,8 @@ class LaneRun:
         return finished
 
     def take_down(self) -> None:
-        if self.backend is not None and not self.cluster_opts.keep_cluster:
+        if self.backend is not None and self.cluster_opts is not None \
+                and not self.cluster_opts.keep_cluster:
             try:
                 self.backend.down()
             except Exception as exc:  # noqa: BLE001 - every other lane still goes down

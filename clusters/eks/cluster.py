@@ -335,6 +335,10 @@ class EksCluster:
         # by Karpenter's tags and terminates them.
         return []
 
+    def cloud_problem(self) -> str | None:
+        """EKS is the real cloud: its errors reach the suites as Karpenter's own."""
+        return None
+
     def karpenter_running(self) -> bool:
         try:
             return self.karpenter_deployment().ready_replicas > 0

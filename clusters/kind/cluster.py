@@ -88,6 +88,8 @@ def kwok_config(module_dir: Path) -> str:
 class KindCluster:
     mode = "kind"
 
+    context: str | None = None  # the kubeconfig it writes has one context
+
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  node_image: str | None = None,
                  catalogue_exclude: Callable[[EC2Type], bool] | None = None,
@@ -120,6 +122,13 @@ class KindCluster:
 
     def remove_without_karpenter(self, selector: str) -> list[str]:
         return self.local.remove_without_karpenter(selector)
+
+    def check_options(self) -> None:
+        """Nothing to refuse beyond what the constructor already did."""
+
+    def cloud_problem(self) -> str | None:
+        """The simulated cloud is Karpenter's own KWOK provider: nothing apart to fail."""
+        return None
 
     def karpenter_running(self) -> bool:
         return self.local.karpenter_running()

@@ -74,6 +74,8 @@ class LocalCluster:
     feature_gates = FEATURE_GATES
     NODECLASS_RESOURCE = "kwoknodeclass"
 
+    context: str | None = None  # the kubeconfig it writes has one context
+
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  apiserver_port: int | None = None,
                  catalogue_exclude: Callable[[EC2Type], bool] | None = None,
@@ -545,6 +547,13 @@ class LocalCluster:
         if pid:
             process.terminate(pid)
             self._save_state(karpenter_pid=None)
+
+    def check_options(self) -> None:
+        """Nothing to refuse beyond what the constructor already did."""
+
+    def cloud_problem(self) -> str | None:
+        """The simulated cloud is Karpenter's own KWOK provider: nothing apart to fail."""
+        return None
 
     def karpenter_running(self) -> bool:
         return process.alive(self._state().get("karpenter_pid"))
