@@ -17,13 +17,16 @@ from dataclasses import asdict, dataclass, field
 
 from karpenter_e2e.checks.manifests import Bundle
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kind, Kube
+from karpenter_e2e.clusters.labels import (
+    CAPACITY_TYPE,
+    CATEGORY,
+    FAMILY,
+    INSTANCE_TYPE,
+    NODEPOOL as NODEPOOL_LABEL,
+    PRICE,
+    ZONE,
+)
 from karpenter_e2e.fixtures import diagnosis
-from karpenter_e2e.fixtures.expect import CAPACITY_TYPE, INSTANCE_TYPE, PRICE
-
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
-ZONE = "topology.kubernetes.io/zone"
-CATEGORY = "karpenter.k8s.aws/instance-category"
-FAMILY = "karpenter.k8s.aws/instance-family"
 
 
 @dataclass

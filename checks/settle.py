@@ -17,6 +17,7 @@ import time
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
+from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 from karpenter_e2e.fixtures.timings import timestamp
 
@@ -119,7 +120,7 @@ class Settler:
                 tuple(sorted(c["metadata"]["name"] for c in claims)))
             decidable = [timestamp((c.get("status") or {}).get("lastPodEventTime")
                                    or c["metadata"]["creationTimestamp"])
-                         + after[c["metadata"]["labels"].get("karpenter.sh/nodepool")]
+                         + after[c["metadata"]["labels"].get(NODEPOOL_LABEL)]
                          for c in claims
                          if after.get(c["metadata"]["labels"].get("karpenter.sh/nodepool"))
                          is not None]

@@ -1,6 +1,29 @@
-"""Discovery labels on everything the harness creates: how each test (fixtures/isolation.py)
-and the sweeper (clusters/eks/sweep.py) find a run's and a test's objects."""
+"""Label keys, in one place: the discovery labels on everything the harness creates (how each
+test, fixtures/isolation.py, and the sweeper, clusters/eks/sweep.py, find a run's and a test's
+objects), and the well-known keys Karpenter, its providers and Kubernetes put on nodes."""
 
 RUN_LABEL = "karpenter-e2e/run"
 TEST_LABEL = "karpenter-e2e/test"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "karpenter-e2e"}
+
+# Karpenter's own (sigs.k8s.io/karpenter pkg/apis/v1/labels.go)
+NODEPOOL = "karpenter.sh/nodepool"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # an annotation, on pods and nodes
+
+# Kubernetes' well-known labels
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ZONE = "topology.kubernetes.io/zone"
+ARCH = "kubernetes.io/arch"
+HOSTNAME = "kubernetes.io/hostname"
+
+# The AWS provider's instance labels (the local catalogue puts the same ones on its offerings)
+AWS = "karpenter.k8s.aws"
+CATEGORY = f"{AWS}/instance-category"
+FAMILY = f"{AWS}/instance-family"
+GENERATION = f"{AWS}/instance-generation"
+CPUS = f"{AWS}/instance-cpu"
+GPU_COUNT = f"{AWS}/instance-gpu-count"
+
+# The hourly price on each node, set by the KWOK provider (and by aws-sim's registrar)
+PRICE = "eks-node-viewer/instance-price"

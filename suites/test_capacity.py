@@ -7,14 +7,9 @@ from collections import Counter
 import allure
 import pytest
 
+from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import (
-    CAPACITY_TYPE,
-    INSTANCE_TYPE,
-    claim_requirement,
-    condition,
-    describe_claims,
-)
+from karpenter_e2e.fixtures.expect import claim_requirement, condition, describe_claims
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"app": "inflate"}}}]
@@ -73,7 +68,6 @@ def test_spot_only_training_job_completes_on_spot(nodepool_factory, inflate_fact
                                                        for n in nodes))
 
 
-NODEPOOL = "karpenter.sh/nodepool"
 LIMIT_HOLD_S = 20  # how long a static pool is watched at its node limit
 
 

@@ -5,7 +5,8 @@ import time
 import allure
 import pytest
 
-from karpenter_e2e.fixtures.expect import INSTANCE_TYPE, condition, describe_claims, price
+from karpenter_e2e.clusters.labels import INSTANCE_TYPE
+from karpenter_e2e.fixtures.expect import condition, describe_claims, price
 from karpenter_e2e.fixtures.karpenter_clock import (
     DISRUPTION_TOLERANCE_S as TOLERANCE,
     POD_EVENT_DEDUPE_S as DEDUPE,

@@ -7,8 +7,8 @@ ran. Never run against AWS yet (see README); in local and kind mode it is skippe
 import allure
 import pytest
 
+from karpenter_e2e.clusters.labels import CAPACITY_TYPE
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import CAPACITY_TYPE
 from karpenter_e2e.fixtures.settings import settings
 
 

@@ -3,19 +3,19 @@
 import allure
 import pytest
 
-from karpenter_e2e.fixtures.expect import (
+from karpenter_e2e.clusters.labels import (
+    ARCH,
     CAPACITY_TYPE,
+    CATEGORY,
+    CPUS,
+    GENERATION,
+    HOSTNAME,
     INSTANCE_TYPE,
-    claim_requirement,
-    describe_claims,
+    NODEPOOL,
+    ZONE,
 )
+from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
-
-ARCH = "kubernetes.io/arch"
-ZONE = "topology.kubernetes.io/zone"
-CATEGORY = "karpenter.k8s.aws/instance-category"
-NODEPOOL = "karpenter.sh/nodepool"
-HOSTNAME = "kubernetes.io/hostname"
 
 
 def spread_over(key: str) -> dict:
@@ -186,8 +186,6 @@ def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, ex
     timings.notes["instance_types"] = ", ".join(launched)
 
 
-GENERATION = "karpenter.k8s.aws/instance-generation"
-CPUS = "karpenter.k8s.aws/instance-cpu"
 
 
 @pytest.mark.scenario("requirement-bounds")

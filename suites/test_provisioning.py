@@ -7,19 +7,12 @@ import allure
 import pytest
 from kubernetes.utils import parse_quantity
 
+from karpenter_e2e.clusters.labels import ARCH, AWS, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures import timings as measure
-from karpenter_e2e.fixtures.expect import (
-    CAPACITY_TYPE,
-    INSTANCE_TYPE,
-    describe_claims,
-    describe_pods,
-)
+from karpenter_e2e.fixtures.expect import describe_claims, describe_pods
 from karpenter_e2e.fixtures.timings import timestamp
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
-
-AWS = "karpenter.k8s.aws"
-ZONE = "topology.kubernetes.io/zone"
 
 
 @pytest.mark.scenario("provisioning")
@@ -365,8 +358,6 @@ def test_daemonset_is_counted_only_where_it_tolerates_the_taints(nodepool_factor
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
 
 
-NODEPOOL = "karpenter.sh/nodepool"
-ARCH = "kubernetes.io/arch"
 ABSENT = "e2e.karpenter.sh/storage-node"  # a label no pool of the harness defines
 
 

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import allure
 import pytest
 
+from karpenter_e2e.clusters.labels import INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import INSTANCE_TYPE, pod_phase, price
+from karpenter_e2e.fixtures.expect import pod_phase, price
 from karpenter_e2e.fixtures.settings import settings
 from karpenter_e2e.fixtures.timings import condition_time, provisioning, timestamp
 

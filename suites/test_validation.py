@@ -16,10 +16,13 @@ import allure
 import pytest
 from kubernetes.client.rest import ApiException
 
-from karpenter_e2e.fixtures.expect import INSTANCE_TYPE, claim_requirement, describe_claims
-
-HOSTNAME = "kubernetes.io/hostname"
-NODEPOOL_LABEL = "karpenter.sh/nodepool"
+from karpenter_e2e.clusters.labels import (
+    FAMILY,
+    HOSTNAME,
+    INSTANCE_TYPE,
+    NODEPOOL as NODEPOOL_LABEL,
+)
+from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
 
 
 def requirements(spec: dict) -> list[dict]:
@@ -46,7 +49,6 @@ class Defect:
     message: str  # the CRD's words, as the API server returns them
 
 
-FAMILY = "karpenter.k8s.aws/instance-family"
 DEFECTS = [
     Defect("hostname-requirement", "a requirement on kubernetes.io/hostname",
            add_requirement({"key": HOSTNAME, "operator": "In", "values": ["a-node"]}),

@@ -24,6 +24,13 @@ from dataclasses import dataclass, field
 import yaml
 
 from karpenter_e2e.clusters.kube import if_found
+from karpenter_e2e.clusters.labels import (
+    ARCH as ARCH_LABEL,
+    HOSTNAME,
+    INSTANCE_TYPE,
+    PRICE as PRICE_LABEL,
+    ZONE,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +39,6 @@ NODEPOOL_TAG = "karpenter.sh/nodepool"
 ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 NODE_CONFIG_TYPE = "application/node.eks.aws"
 GONE_STATES = ("shutting-down", "terminated")
-PRICE_LABEL = "eks-node-viewer/instance-price"
 EPHEMERAL_STORAGE = "20Gi"  # the AL2023 root volume Karpenter's default block device maps
 QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti)?$")
 UNITS = {None: 1, "m": 1e-3, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "Ti": 1024 ** 4}
@@ -140,11 +146,10 @@ def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str,
         total = quantity(EPHEMERAL_STORAGE) - reserved["ephemeral-storage"]
         allocatable["ephemeral-storage"] = f"{max(0, int(total // 1024))}Ki"
     labels = {**boot.labels,
-              "kubernetes.io/arch": arch, "kubernetes.io/os": "linux",
-              "kubernetes.io/hostname": name,
+              ARCH_LABEL: arch, "kubernetes.io/os": "linux", HOSTNAME: name,
               # set by the AWS cloud controller manager on a real cluster
-              "node.kubernetes.io/instance-type": instance["InstanceType"],
-              "topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": region}
+              INSTANCE_TYPE: instance["InstanceType"],
+              ZONE: zone, "topology.kubernetes.io/region": region}
     if price is not None:
         labels[PRICE_LABEL] = f"{price:g}"
     addresses = [{"type": "InternalIP", "address": instance.get("PrivateIpAddress", "")},

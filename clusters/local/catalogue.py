@@ -17,9 +17,9 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from karpenter_e2e.clusters.labels import ARCH, AWS, CAPACITY_TYPE, INSTANCE_TYPE, ZONE
 from karpenter_e2e.clusters.local.catalogue_table import TYPES, ZONES, EC2Type
 
-AWS = "karpenter.k8s.aws"
 SPOT_DISCOUNT = (0.30, 0.45)  # spot/on-demand ratio range, as commonly seen on EC2
 
 
@@ -52,7 +52,7 @@ def aws_labels(t: EC2Type) -> dict[str, str]:
 
 
 def _offering(t: EC2Type, zone: str, capacity_type: str) -> dict:
-    reqs = {"karpenter.sh/capacity-type": capacity_type, "topology.kubernetes.io/zone": zone}
+    reqs = {CAPACITY_TYPE: capacity_type, ZONE: zone}
     reqs |= aws_labels(t)
     price = t.od if capacity_type == "on-demand" else spot_price(t, zone)
     return {"Price": price, "Available": True,
@@ -107,7 +107,7 @@ def without(spec: str) -> Callable[[EC2Type], bool]:
 
 
 EC2_TYPES_FILE = Path(__file__).parent / "assets" / "ec2-instance-types.txt"
-FAMILY_KEY, TYPE_KEYS = f"{AWS}/instance-family", ("node.kubernetes.io/instance-type",
+FAMILY_KEY, TYPE_KEYS = f"{AWS}/instance-family", (INSTANCE_TYPE,
                                                    "beta.kubernetes.io/instance-type")
 
 
@@ -157,8 +157,7 @@ def cheapest_family(types: Iterable[EC2Type], requirements: list[dict], min_vcpu
             continue
         for off in instance_type(t)["offerings"]:
             labels = {r["key"]: r["values"][0] for r in off["Requirements"]}
-            labels |= {"kubernetes.io/arch": t.arch, "kubernetes.io/os": "linux",
-                       "node.kubernetes.io/instance-type": t.name}
+            labels |= {ARCH: t.arch, "kubernetes.io/os": "linux", INSTANCE_TYPE: t.name}
             if all(satisfies(labels, r) for r in requirements):
                 family = t.name.split(".")[0]
                 if best is None or off["Price"] / t.vcpu < best[0]:
