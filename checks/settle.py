@@ -16,6 +16,7 @@ import re
 import time
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest
+from karpenter_e2e.clusters.karpenter_clock import POD_EVENT_DEDUPE_S
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
 from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
@@ -24,7 +25,6 @@ from karpenter_e2e.fixtures.timings import timestamp
 QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled
 # Karpenter's disruption poll (10 s) + its command validation (15 s) + 5 s.
 DISRUPTION_QUIET_S = 30
-POD_EVENT_DEDUP_S = 10  # Karpenter writes lastPodEventTime at most once per 10 s
 
 
 def desired_pods(m: Manifest) -> int | None:
@@ -126,7 +126,7 @@ class Settler:
                          is not None]
             # Karpenter records a pod event at most once per 10 s: the emptying may count
             # from up to 10 s after the scale-in.
-            since = max([quiet_since, started + POD_EVENT_DEDUP_S, *decidable])
+            since = max([quiet_since, started + POD_EVENT_DEDUPE_S, *decidable])
             quiet = time.time() - since
             missing = self._missing(manifests, counts)
             # With no NodeClaim left there is nothing more to disrupt.

@@ -11,6 +11,7 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters.karpenter_clock import POLLING_PERIOD_S, VALIDATION_DELAY_S
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.adversary import NodeTainter
 from karpenter_e2e.fixtures.expect import condition
@@ -27,7 +28,7 @@ CHAOS_S = 300  # upstream's window: five minutes
 # settling size when launches come faster. The launch interval is the adversary's, measured
 # as the median gap between its bites.
 MAX_NODES = 35
-ROUND_S = 25  # a disruption poll and the command's validation
+ROUND_S = POLLING_PERIOD_S + VALIDATION_DELAY_S  # a disruption poll and the command's validation
 BUDGET_SHARE = 0.10  # the default budget
 
 

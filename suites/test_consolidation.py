@@ -5,12 +5,12 @@ import time
 import allure
 import pytest
 
-from karpenter_e2e.clusters.labels import INSTANCE_TYPE
-from karpenter_e2e.fixtures.expect import condition, describe_claims, price
-from karpenter_e2e.fixtures.karpenter_clock import (
+from karpenter_e2e.clusters.karpenter_clock import (
     DISRUPTION_TOLERANCE_S as TOLERANCE,
     POD_EVENT_DEDUPE_S as DEDUPE,
 )
+from karpenter_e2e.clusters.labels import INSTANCE_TYPE
+from karpenter_e2e.fixtures.expect import condition, describe_claims, price
 from karpenter_e2e.fixtures.timings import timestamp
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for

@@ -3,10 +3,10 @@
 import allure
 import pytest
 
+from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S as TOLERANCE
 from karpenter_e2e.clusters.labels import GPU_COUNT, INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import GPU_RESOURCE, describe_claims
-from karpenter_e2e.fixtures.karpenter_clock import DISRUPTION_TOLERANCE_S as TOLERANCE
 
 GPU_CONSOLIDATE_AFTER = 30  # the GPU pool's (defaults/nodepool-gpu.yaml)
 GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
