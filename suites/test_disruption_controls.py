@@ -217,7 +217,7 @@ def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, 
         claims = names(expect.nodeclaims(pool))
 
     with allure.step("point the pool's nodeClassRef at newnode"):
-        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        nodepool_factory.point_at(pool, new)
         drifted = time.time()
         expect.eventually_drifted(pool, claims)
 
@@ -258,7 +258,7 @@ def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, infla
         claims = names(expect.nodeclaims(pool))
 
     with allure.step("point the pool's nodeClassRef at newnode"):
-        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        nodepool_factory.point_at(pool, new)
         expect.eventually_drifted(pool, claims)
 
     with allure.step(f"expect each drifted NodeClaim gone {TGP_S}s after Karpenter deleted it"):
@@ -351,7 +351,7 @@ def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, infla
         until = min(youngest.values()) + DND_FOR_S
 
     with allure.step("point the pool's nodeClassRef at newnode"):
-        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        nodepool_factory.point_at(pool, new)
         expect.eventually_drifted(pool, claims)
         drifted = time.time()
         assert until - drifted > 30, f"the pods' protection ends {until - drifted:.0f}s after " \
@@ -402,7 +402,7 @@ def test_unhealthy_pods_pdb_does_not_hold_a_drifted_node(nodepool_factory, infla
                           timeout=30)
 
     with allure.step("point the pool's nodeClassRef at newnode"):
-        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        nodepool_factory.point_at(pool, new)
         expect.eventually_drifted(pool, claims)
         drifted = time.time()
 

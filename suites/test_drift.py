@@ -34,7 +34,7 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
         old_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
 
     with allure.step("point the pool's nodeClassRef at newnode"):
-        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        nodepool_factory.point_at(pool, new)
         patched = float(int(time.time()))  # the 1s resolution of condition timestamps
         timeline.band(patched, patched + DRIFT_MARK_S, f"Drifted within {DRIFT_MARK_S}s")
 
@@ -81,7 +81,7 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
         old_nodes = set(expect.pods_on(pods))
 
     with allure.step("point the pool's nodeClassRef at newnode"):
-        nodepool_factory.patch(pool, {"spec": {"template": {"spec": {"nodeClassRef": {"name": new}}}}})
+        nodepool_factory.point_at(pool, new)
         expect.eventually_drifted(pool, old_claims)
 
     with allure.step(f"expect no replacement and no deletion while the annotation stands ({HOLD_S}s)"):
