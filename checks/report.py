@@ -40,6 +40,11 @@ def tables(result: dict) -> str:
            f"{result['karpenter_version']}; scale {result.get('scale') or 'as written'}; "
            f"{'settled' if result['settled'] else 'DID NOT SETTLE: ' + result['settle_error']}"
            f" after {result['timings'].get('settle_s', 0):.1f}s", ""]
+    if ran := result.get("ran"):
+        out += [f"Ran: Karpenter {ran['karpenter']} ({ran['karpenter_build']} build, sha256 "
+                f"{ran['karpenter_sha256'][:12]}) on Kubernetes {ran['kubernetes']}; feature "
+                f"gates turned on: {', '.join(ran['feature_gates']) or 'none'}; catalogue: "
+                f"{ran['catalogue']}", ""]
     out += _phase_tables(result["scale_out"], "After scale-out")
     if result.get("scale_in_result"):
         out += _phase_tables(result["scale_in_result"], f"After scale-in {result['scale_in']}")

@@ -214,6 +214,13 @@ class Check:
         result = {
             "folder": str(self.plan.bundle.folder), "run_id": self.run_id, "mode": info.mode,
             "cluster": info.name, "karpenter_version": info.versions.get("karpenter", "?"),
+            # What really ran, as the cluster recorded it when it started the processes.
+            "ran": {"karpenter": info.versions.get("karpenter", "?"),
+                    "karpenter_build": info.versions.get("karpenter_build", "release"),
+                    "karpenter_sha256": info.versions.get("karpenter_sha256", "unknown"),
+                    "kubernetes": info.versions.get("kubernetes", "unknown"),
+                    "feature_gates": list(info.feature_gates),
+                    "catalogue": _catalogue_summary(info.catalogue)},
             "started": self.started, "finished": time.time(),
             "scale": self.plan.scale, "scale_in": self.plan.scale_in,
             "settled": settled, "settle_error": settle_error,
@@ -275,3 +282,13 @@ def _warm_imports() -> None:
                 "ApiextensionsV1Api", "EventsV1Api"):
         getattr(k8s, api)
     importlib.import_module("karpenter_e2e.reports.timeline_chart")
+
+
+def _catalogue_summary(path: Path | None) -> str:
+    """'84 instance types (<path>)', or where the instance types come from instead."""
+    if path is None:
+        return "the cloud's own instance types (EC2's, as the mode's AWS serves them)"
+    try:
+        return f"{len(json.loads(Path(path).read_text()))} instance types ({path})"
+    except (OSError, ValueError) as exc:
+        return f"{path}: unreadable ({type(exc).__name__})"
