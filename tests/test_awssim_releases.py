@@ -192,3 +192,18 @@ def test_the_generator_writes_the_committed_wrappers_before_tidy(version):
     assert directives[:3] == [f"module karpenter-e2e/clusters/awssim/gomod/provider-{version}",
                               go_line, f"require {pr.MODULE} {version}"]
     assert [ln for ln in committed.splitlines() if ln.startswith("replace ")] == directives[3:]
+
+
+def test_a_mutant_of_a_release_aws_sim_cannot_run_is_refused_before_any_build(monkeypatch,
+                                                                              tmp_path):
+    from karpenter_e2e.clusters.mutants import Mutant, MutantError
+    monkeypatch.setattr(pr, "served_providers", lambda: PROVIDERS)
+    monkeypatch.setattr(pr, "served_cores", lambda: CORES)
+    monkeypatch.setattr(pr, "core_of", PAIRS.__getitem__)
+    monkeypatch.setattr(awsbuild.build, "download_module", lambda *a: pytest.fail("downloaded"))
+    m = Mutant("spot-ignored", tmp_path / "spot-ignored.patch", "r", ("interruption",), "f",
+               "v1.15.1", "0" * 64, module=pr.MODULE)
+    with pytest.raises(MutantError, match="its version v1.15.1 is not one aws-sim mode runs: "
+                                          "Karpenter's AWS provider v1.15.1 builds with core "
+                                          "sigs.k8s.io/karpenter v1.15.1"):
+        awsbuild.build_mutant(m)
