@@ -25,7 +25,8 @@ def add_options(add: Callable[..., Any], flag: Callable[[str], str] = cli_flag) 
         help="local/kind: the cluster's name (its run directory); eks: the EKS cluster name")
     add("karpenter-version", default=versions.KARPENTER,
         help=f"Karpenter version (default {versions.KARPENTER}; local and kind: any release "
-             f"the Go module proxy serves from v1.0 on, built on first use)")
+             f"the Go module proxy serves from v1.0 on, built on first use; aws-sim: a release "
+             f"of Karpenter's AWS provider whose core the proxy serves)")
     add("kubernetes-version", default=None,
         help="local and aws-sim: the control plane's Kubernetes, a minor (1.33, v1.33) or a "
              "release (v1.33.13) the Go module proxy serves, inside the Karpenter release's "

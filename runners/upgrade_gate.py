@@ -51,9 +51,11 @@ def check_versions(mode: str, from_v: str, to_v: str) -> None:
         for v in (from_v, to_v):
             build.karpenter_binary(v)  # a version that does not build stops here
     if mode == "aws-sim":
-        from karpenter_e2e.clusters.awssim import build as awsbuild
+        from karpenter_e2e.clusters.awssim import build as awsbuild, provider_releases
+        for v in (from_v, to_v):  # provider releases the proxy serves, whose core it serves
+            provider_releases.check(v)
         for v in (from_v, to_v):
-            awsbuild.binary(v)  # refuses a version aws-sim does not pin; builds it otherwise
+            awsbuild.binary(v)  # a release that does not build stops here
 
 
 def failures(junit: Path) -> list[str]:

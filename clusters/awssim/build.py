@@ -1,9 +1,12 @@
 """Karpenter's AWS provider for aws-sim mode, built by local mode's build code.
 
 ``github.com/aws/karpenter-provider-aws`` ``./cmd/controller`` is built through a wrapper
-module per version (``gomod/provider-<version>``): upstream requires a
-``timestreamwrite`` version the module proxy refuses, and the wrapper replaces it (see its
-go.mod). The binary is cached as ``<cache>/bin/karpenter-aws-<version>`` like every other.
+module per release: the committed ``gomod/provider-<version>`` for the pinned releases, one
+generated into the per-user cache for any other runnable release (provider_releases.py).
+Upstream requires modules the module proxy refuses (``timestreamwrite`` at the versions
+v1.13 on pin), and the wrapper replaces them. The binary is cached as
+``<cache>/bin/karpenter-aws-<version>`` like every other, built with the toolchain the
+wrapper's go.mod asks for (build.toolchain_for).
 """
 
 from __future__ import annotations
@@ -12,22 +15,23 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from karpenter_e2e.clusters.awssim import provider_releases
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.local import build, versions
 
-MODULE = "github.com/aws/karpenter-provider-aws"
-GOMOD_DIR = Path(__file__).parent / "gomod"
+MODULE = provider_releases.MODULE
+GOMOD_DIR = provider_releases.GOMOD_DIR
 
 
 def target(version: str = versions.AWS_PROVIDER) -> build.Target:
-    if version not in versions.AWS_PROVIDER_VERSIONS:
-        raise ClusterError(f"Karpenter's AWS provider {version} is not built by aws-sim mode; "
-                           f"choose one of {', '.join(versions.AWS_PROVIDER_VERSIONS)}")
+    """The build of provider release ``version``; refuses, in seconds, a release aws-sim
+    cannot run (not served, or its core not served: provider_releases.check says which)."""
+    provider_releases.check(version)
     return build.Target("karpenter-aws", version, f"{MODULE}/cmd/controller",
-                        str(GOMOD_DIR / f"provider-{version}"),
+                        str(provider_releases.wrapper_path(version)),
                         ldflags=(f"-X sigs.k8s.io/karpenter/pkg/operator.Version={version}",
                                  "-s", "-w"),
-                        toolchain=versions.GO_TOOLCHAIN)
+                        toolchain=build.FROM_GO_MOD)
 
 
 def binary(version: str = versions.AWS_PROVIDER) -> Path:
@@ -35,12 +39,13 @@ def binary(version: str = versions.AWS_PROVIDER) -> Path:
     t = target(version)
     if not t.path.exists():
         build.check_go()
+        provider_releases.wrapper_dir(version)
     return build.build(t)
 
 
 def module_dir(version: str = versions.AWS_PROVIDER) -> Path:
-    target(version)  # refuse versions that are not pinned
-    return build.download_module(MODULE, version, versions.GO_TOOLCHAIN)
+    provider_releases.check(version)  # refuse releases aws-sim cannot run
+    return build.download_module(MODULE, version, build.FROM_GO_MOD)
 
 
 def crd_dir(version: str = versions.AWS_PROVIDER) -> Path:
@@ -55,24 +60,28 @@ def pricing_table(version: str = versions.AWS_PROVIDER) -> Path:
 
 def build_mutant(mutant) -> Path:
     """The provider built with ``mutant``'s patch: the patched copy of its module (the
-    provider's own, or core's) replaces the pinned one in a copy of the wrapper module, so
-    Go's build cache recompiles only the patched packages and their dependants."""
+    provider's own, or core's at the version the provider release builds with) replaces the
+    pinned one in a copy of the wrapper module, so Go's build cache recompiles only the
+    patched packages and their dependants."""
     from karpenter_e2e.clusters.mutants import MutantError
 
     try:
         t = target(mutant.version)
-    except ClusterError:
+        core = provider_releases.check(mutant.version)
+    except ClusterError as exc:
         raise MutantError(mutant.name, f"its version {mutant.version} is not one aws-sim mode "
-                                       f"builds ({', '.join(versions.AWS_PROVIDER_VERSIONS)}); "
-                                       "core and provider versions are paired") from None
-    module_dir = build.download_module(mutant.module, mutant.version, versions.GO_TOOLCHAIN)
+                                       f"runs: {exc}") from None
+    module_version = mutant.version if mutant.module == MODULE else core
+    module_dir = build.download_module(mutant.module, module_version, build.FROM_GO_MOD)
+    wrapper_src = provider_releases.wrapper_dir(mutant.version)
 
     def wrapper(src: Path) -> Path:
         work = src.parent / "wrapper"
-        shutil.copytree(t.module, work)
+        shutil.copytree(wrapper_src, work)
         # Directory replacements need no go.sum entry; everything else stays pinned.
         subprocess.run(["go", "mod", "edit", f"-replace={mutant.module}={src}"], cwd=work,
-                       check=True, capture_output=True, env={**build._go_env(t), "GOFLAGS": ""})
+                       check=True, capture_output=True,
+                       env={**build._go_env(t, wrapper_src), "GOFLAGS": ""})
         return work
 
     return build.build_patched(mutant, t, module_dir, wrapper)

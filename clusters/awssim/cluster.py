@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters.awssim import build as awsbuild
+from karpenter_e2e.clusters.awssim import build as awsbuild, provider_releases
 from karpenter_e2e.clusters.awssim.seed import Seeded
 from karpenter_e2e.clusters.base import ClusterInfo
 from karpenter_e2e.clusters.eks.cluster import EksCluster, ami_spec as eks_ami_spec
@@ -47,11 +47,16 @@ class AwsSimCluster(LocalCluster):
                  karpenter_version: str = versions.AWS_PROVIDER,
                  apiserver_port: int | None = None, ami: str = "al2023@latest",
                  mutant: Mutant | None = None, kubernetes_version: str | None = None):
-        awsbuild.target(karpenter_version)  # refuse a version aws-sim does not build
         super().__init__(name, karpenter_version, apiserver_port=apiserver_port, mutant=mutant,
                          kubernetes_version=kubernetes_version)
         self.ami = ami
         self.aws_file = self.run_dir / "aws.json"
+
+    @staticmethod
+    def check_version(version: str) -> None:
+        """A provider release: refused unless the proxy serves it and the core its go.mod
+        requires (provider_releases.check names the runnable ones)."""
+        provider_releases.check(version)
 
     # ---- the fake AWS --------------------------------------------------------------------
     def seeded(self) -> Seeded:

@@ -82,7 +82,7 @@ class LocalCluster:
                  mutant: Mutant | None = None, kubernetes_version: str | None = None):
         # Any release the Go module proxy serves from v1.0 on; refused here, in seconds,
         # before anything starts (releases.check says why and names the nearest served ones).
-        releases.check(karpenter_version)
+        self.check_version(karpenter_version)
         self.name = name
         self.karpenter_version = karpenter_version
         # A minor or release inside Karpenter's supported range (None: the release's default),
@@ -497,9 +497,15 @@ class LocalCluster:
         return build.karpenter_binary(version, self.catalogue_exclude,
                                       self.mutant if self._runs_mutant(version) else None)
 
+    @staticmethod
+    def check_version(version: str) -> None:
+        """Refuse a Karpenter this mode cannot run: local mode runs any core release the
+        module proxy serves (aws-sim mode: provider releases, whose core is served)."""
+        releases.check(version)
+
     def upgrade_karpenter(self, version: str) -> None:
         """What an operator does: stop the old controller, apply the new CRDs, start the new."""
-        releases.check(version)
+        self.check_version(version)
         support = compat.supported(version)
         if compat.minor(self.kubernetes_version) not in support:  # the control plane stays
             raise ClusterError(f"Karpenter {version} does not support this cluster's "

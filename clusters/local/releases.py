@@ -57,18 +57,26 @@ def parse(go_list_output: str, module: str = MODULE) -> list[str]:
     return sorted({w for w in words[1:] if _RELEASE.match(w)}, key=versions.semver)
 
 
+def go_list_m(args: list[str], timeout: float, needed: str) -> subprocess.CompletedProcess:
+    """`go list -m <args>` against the module proxy, bounded by ``timeout``; ``needed`` says
+    what for when Go is missing."""
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "", "GOWORK": "off"}
+    what = f"`go list -m {' '.join(args)}`"
+    try:
+        return subprocess.run(["go", "list", "-m", *args], capture_output=True, text=True,
+                              cwd=tempfile.gettempdir(), env=env, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise ClusterError(f"Go is not on PATH: {needed} with {what}") from None
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"{what} did not answer in {timeout:.0f}s (offline, or the module "
+                           f"proxy is slow)") from None
+
+
 def fetch(timeout: float = LIST_TIMEOUT_S, module: str = MODULE) -> list[str]:
     """Ask the Go module proxy (GOPROXY, as the go command is configured) for the list."""
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""}
-    try:
-        proc = subprocess.run(["go", "list", "-m", "-versions", module], capture_output=True,
-                              text=True, cwd=tempfile.gettempdir(), env=env, timeout=timeout)
-    except FileNotFoundError:
-        raise ClusterError(f"Go is not on PATH: the releases of {module} local mode can build "
-                           f"are listed with `go list -m -versions`") from None
-    except subprocess.TimeoutExpired:
-        raise ClusterError(f"`go list -m -versions {module}` did not answer in {timeout:.0f}s "
-                           f"(offline, or the module proxy is slow)") from None
+    proc = go_list_m(["-versions", module], timeout,
+                     f"the releases of {module} the harness can build are listed")
     if proc.returncode != 0:
         line = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise ClusterError(f"cannot list the releases of {module} from the Go module proxy "
@@ -90,11 +98,11 @@ def _goproxy() -> str:
 
 
 def served(now: float | None = None, fetcher=None, module: str = MODULE,
-           needed_for: str = "") -> list[str]:
+           needed_for: str = "", who: str = "Local mode") -> list[str]:
     """The releases of ``module`` the module proxy serves, oldest first: from the cache while
     it is less than a day old, else fetched (and cached). Offline with a stale cache: the
     stale list, with a warning; offline with none: a ClusterError that says so, and what the
-    list is ``needed_for``."""
+    list is ``needed_for`` (by ``who``: local mode, aws-sim mode)."""
     now = time.time() if now is None else now
     fetcher = fetcher or (lambda: fetch(module=module))
     needed_for = needed_for or (f"to build a Karpenter other than the pinned "
@@ -110,7 +118,7 @@ def served(now: float | None = None, fetcher=None, module: str = MODULE,
             log.warning("%s; using the list fetched %.0f h ago (%s)", exc, age_h,
                         cache_file(module))
             return cached["versions"]
-        raise ClusterError(f"{exc}. Local mode needs that list once {needed_for} "
+        raise ClusterError(f"{exc}. {who} needs that list once {needed_for} "
                            f"(it is then kept a day in {cache_file(module)})") from None
     _write_cache(found, now, module)
     return found

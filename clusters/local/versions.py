@@ -50,8 +50,10 @@ def is_release(version) -> bool:
     except (ValueError, TypeError, AttributeError):
         return False
 
-# aws-sim mode: Karpenter's AWS provider at the releases whose core versions local mode
-# builds (v1.15.0 and v1.14.3 require sigs.k8s.io/karpenter at the same version).
-# v1.15.1 and v1.15.2 need core v1.15.1, which the module proxy refuses.
+# aws-sim mode: the AWS provider releases it builds without asking the proxy, through the
+# committed wrappers clusters/awssim/gomod/provider-<version> (v1.15.0 and v1.14.3 require
+# sigs.k8s.io/karpenter at the same version). Any other provider release whose core the proxy
+# serves is built on first use (clusters/awssim/provider_releases.py finds them); v1.15.1 and
+# v1.15.2 need core v1.15.1, which the module proxy refuses.
 AWS_PROVIDER_VERSIONS = ("v1.15.0", "v1.14.3")  # newest, previous minor (upgrade gate)
 AWS_PROVIDER = AWS_PROVIDER_VERSIONS[0]
