@@ -271,3 +271,16 @@ def test_releases_without_offering_labels_get_them_backported():
                                str(build.OFFERING_LABELS_PATCH)], cwd=tree,
                               capture_output=True, text=True)
         assert proc.returncode == 0, (version, proc.stderr)
+
+
+@pytest.mark.parametrize("version,want", [
+    ("v1.0.8", "pkg/apis/crds"),   # its KWOK chart converts v1beta1 through a webhook
+    ("v1.1.5", "pkg/apis/crds"),   # its KWOK chart refuses the kwoknodeclass label core writes
+    ("v1.5.5", "kwok/charts/crds"), ("v1.15.0", "kwok/charts/crds"),
+])
+def test_each_release_gets_karpenter_crds_that_can_hold_its_own_nodeclaims(version, want):
+    from karpenter_e2e.clusters.local.cluster import _core_crds
+    tree = module(version)
+    if not tree.is_dir():
+        pytest.skip(f"the Go module cache lacks sigs.k8s.io/karpenter@{version}")
+    assert _core_crds(tree) == want

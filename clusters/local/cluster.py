@@ -615,16 +615,33 @@ class LocalCluster:
         return "\n".join(f"--- {n} ---\n{_tail_file(logs[n], lines)}" for n in names if n in logs)
 
 
+# The NodeClass label core writes on every NodeClaim from v1.1 (v1.NodeClassLabelKey).
+KWOK_NODECLASS_LABEL = "karpenter.kwok.sh/kwoknodeclass"
+
+
 def _core_crds(module: Path) -> str:
     """Which of a release's copies of the karpenter.sh CRDs to install: kwok/charts/crds (its
-    KWOK provider's, with the karpenter.kwok.sh label rules) unless they convert versions
-    through a webhook, as v1.0.8's do for v1beta1 (no webhook runs here); then pkg/apis/crds,
-    which serve the same versions without one."""
+    KWOK provider's, with the karpenter.kwok.sh label rules) unless
+    - they convert versions through a webhook, as v1.0.8's do for v1beta1 (no webhook runs
+      here), or
+    - their karpenter.kwok.sh rule refuses the NodeClass label core itself writes on every
+      NodeClaim, as v1.1.x's do (the allowed list lacks kwoknodeclass: no NodeClaim could be
+      created, whatever Karpenter decided);
+    then pkg/apis/crds, core's own, which serve the same versions and carry no KWOK rule."""
     for crd in sorted((module / "kwok/charts/crds").glob("*.yaml")):
-        conversion = (yaml.safe_load(crd.read_text()) or {}).get("spec", {}).get("conversion") or {}
+        text = crd.read_text()
+        conversion = (yaml.safe_load(text) or {}).get("spec", {}).get("conversion") or {}
         if conversion.get("strategy") == "Webhook":
             return "pkg/apis/crds"
+        writes_label = "NodeClassLabelKey(" in _text(module / "pkg/apis/v1/labels.go")
+        if (writes_label and 'label domain "karpenter.kwok.sh" is restricted' in text
+                and KWOK_NODECLASS_LABEL not in text):
+            return "pkg/apis/crds"
     return "kwok/charts/crds"
+
+
+def _text(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def await_started(proc: subprocess.Popen, name: str, ready: Callable[[], Observation],
