@@ -186,8 +186,6 @@ def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, ex
     timings.notes["instance_types"] = ", ".join(launched)
 
 
-
-
 @pytest.mark.scenario("requirement-bounds")
 @pytest.mark.covers("nodepool.requirements.Gt", "nodepool.requirements.Lt")
 def test_gt_and_lt_bounds_are_exclusive(nodepool_factory, inflate_factory, expect, timings):

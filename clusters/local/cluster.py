@@ -628,12 +628,12 @@ def _core_crds(module: Path) -> str:
       NodeClaim, as v1.1.x's do (the allowed list lacks kwoknodeclass: no NodeClaim could be
       created, whatever Karpenter decided);
     then pkg/apis/crds, core's own, which serve the same versions and carry no KWOK rule."""
+    writes_label = "NodeClassLabelKey(" in _text(module / "pkg/apis/v1/labels.go")
     for crd in sorted((module / "kwok/charts/crds").glob("*.yaml")):
         text = crd.read_text()
         conversion = (yaml.safe_load(text) or {}).get("spec", {}).get("conversion") or {}
         if conversion.get("strategy") == "Webhook":
             return "pkg/apis/crds"
-        writes_label = "NodeClassLabelKey(" in _text(module / "pkg/apis/v1/labels.go")
         if (writes_label and 'label domain "karpenter.kwok.sh" is restricted' in text
                 and KWOK_NODECLASS_LABEL not in text):
             return "pkg/apis/crds"
