@@ -113,6 +113,13 @@ def capacity_cpu(nodes) -> float:
     return float(sum(parse_quantity(n.status.capacity["cpu"]) for n in nodes))
 
 
+def created(obj: dict) -> float:
+    """When the API server created ``obj`` (always set on a stored object)."""
+    born = timestamp(obj["metadata"]["creationTimestamp"])
+    assert born is not None, f"{obj['metadata']['name']} has no creationTimestamp"
+    return born
+
+
 def held_cpu(claim: dict) -> float:
     """CPU a NodeClaim counts against its pool's limit, launched or not: the capacity
     Karpenter recorded, or before launch what the claim asked for (its requests)."""
@@ -132,9 +139,8 @@ def launches_over_limit(claims, limit: float) -> list[str]:
     other (timestamps have 1s resolution)."""
     bad = []
     for c in claims:
-        born = timestamp(c["metadata"]["creationTimestamp"])
-        earlier = sum(held_cpu(o) for o in claims
-                      if timestamp(o["metadata"]["creationTimestamp"]) < born - 1)
+        born = created(c)
+        earlier = sum(held_cpu(o) for o in claims if created(o) < born - 1)
         cpu = int(c["metadata"].get("labels", {}).get(f"{AWS}/instance-cpu", 0))
         if cpu > limit - earlier:
             bad.append(f"{c['metadata']['name']} ({c['metadata']['labels'].get(INSTANCE_TYPE)}, "

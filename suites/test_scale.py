@@ -10,9 +10,11 @@ import pytest
 
 from karpenter_e2e.clusters.labels import INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import pod_phase, price
+from karpenter_e2e.fixtures.expect import Expect, pod_phase, price
+from karpenter_e2e.fixtures.nodepools import NodePool
 from karpenter_e2e.fixtures.settings import settings
 from karpenter_e2e.fixtures.timings import condition_time, provisioning, timestamp
+from karpenter_e2e.fixtures.workloads import Inflate
 
 # Budgets, overridable like upstream's KARPENTER_PERF_THRESHOLDS (--karpenter-perf-thresholds or the
 # KARPENTER_E2E_PERF_THRESHOLDS variable, e.g. "scale_out=90,scale_in=1500"). scale_out is
@@ -25,10 +27,10 @@ DEFAULT_THRESHOLDS = {"scale_out": 120.0, "scale_in": 1200.0}
 class ScaleCase:
     """The wide pool with its small (900m/3100Mi) and large (3500m/28Gi) workload."""
 
-    pool: object
-    small: object
-    large: object
-    expect: object
+    pool: NodePool
+    small: Inflate
+    large: Inflate
+    expect: Expect
 
     def pods(self) -> list:
         return self.small.pods() + self.large.pods()

@@ -87,7 +87,7 @@ def rejection(submit: Callable[[], object]) -> ApiException | None:
 
 def api_message(exc: ApiException) -> str:
     try:
-        return json.loads(exc.body).get("message", exc.body)
+        return json.loads(exc.body or "").get("message", exc.body)
     except (TypeError, ValueError):
         return str(exc.body)
 
