@@ -24,6 +24,8 @@ FAMILY = f"{AWS}/instance-family"
 GENERATION = f"{AWS}/instance-generation"
 CPUS = f"{AWS}/instance-cpu"
 GPU_COUNT = f"{AWS}/instance-gpu-count"
+GPU_NAME = f"{AWS}/instance-gpu-name"
+GPU_MANUFACTURER = f"{AWS}/instance-gpu-manufacturer"
 
 # The hourly price on each node, set by the KWOK provider (and by aws-sim's registrar)
 PRICE = "eks-node-viewer/instance-price"

@@ -9,11 +9,13 @@ from karpenter_e2e.clusters.labels import (
     CATEGORY,
     CPUS,
     GENERATION,
+    GPU_COUNT,
     HOSTNAME,
     INSTANCE_TYPE,
     NODEPOOL,
     ZONE,
 )
+from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
@@ -221,6 +223,70 @@ def test_gt_and_lt_bounds_are_exclusive(nodepool_factory, inflate_factory, expec
         assert len(claims) == 4, (f"expected 4 NodeClaims (one 1-vCPU pod per <4-vCPU node), "
                                   f"got {len(claims)}: {describe_claims(claims)}")
     timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
+
+
+def open_to_gpu_types(nodepool_factory, name: str, gpu_label: dict) -> dict:
+    """The default pool with its category requirement dropped (so GPU types are in reach),
+    ``gpu_label`` added as a requirement and a template label naming the pool's kind."""
+    spec = nodepool_factory.spec("default")
+    template = spec["spec"]["template"]
+    template["spec"]["requirements"] = [r for r in template["spec"]["requirements"]
+                                        if r["key"] != CATEGORY] + [gpu_label]
+    template["metadata"]["labels"]["gpu-label"] = name
+    return spec
+
+
+@pytest.mark.scenario("requirement-existence")
+@pytest.mark.covers("nodepool.requirements.Exists", "nodepool.requirements.DoesNotExist")
+def test_exists_and_does_not_exist_follow_the_label(nodepool_factory, inflate_factory, expect,
+                                                    timings):
+    """Two pools open to every category: one requires the GPU-count label to exist, the other
+    requires it not to. A 1-vCPU pod on the first gets a GPU type, though plain types cost a
+    fifth as much; a GPU pod on the second gets no NodeClaim, and Karpenter says no instance
+    type fits, where the first pool would have given it one."""
+    with allure.step(f"given a pool requiring {GPU_COUNT} Exists and one requiring it "
+                     f"DoesNotExist, a 1-vCPU workload on the first and a GPU one on the second"):
+        exists = nodepool_factory(open_to_gpu_types(
+            nodepool_factory, "exists", {"key": GPU_COUNT, "operator": "Exists"}),
+            name="exists", spec={"limits": {"cpu": "100"}})
+        absent = nodepool_factory(open_to_gpu_types(
+            nodepool_factory, "absent", {"key": GPU_COUNT, "operator": "DoesNotExist"}),
+            name="absent", spec={"limits": {"cpu": "100"}})
+        plain = inflate_factory("plain", replicas=0, node_selector=exists.template_labels,
+                                cpu="1")
+        gpu = inflate_factory("gpu-app", replicas=0, node_selector=absent.template_labels,
+                              cpu="1", gpus=1)
+
+    with allure.step("scale both to 1"):
+        plain.scale(1)
+        gpu.scale(1)
+
+    with allure.step("expect the 1-vCPU pod on a GPU type of the Exists pool"):
+        nodes = list(expect.pods_on(expect.eventually_pods_running(plain, 1)).values())
+        expect.eventually_nodes_launched_by_karpenter(exists, nodes)
+        without = {n.metadata.name: n.metadata.labels.get(INSTANCE_TYPE) for n in nodes
+                   if GPU_COUNT not in n.metadata.labels}
+        assert not without, f"nodes of the {GPU_COUNT} Exists pool without the label: {without}"
+        claims = expect.nodeclaims(exists)
+        planned = {c["metadata"]["name"]: claim_requirement(c, GPU_COUNT) for c in claims}
+        assert all(r.get("operator") == "Exists" for r in planned.values()), \
+            f"NodeClaims' {GPU_COUNT} requirement: {planned}"
+
+    with allure.step("expect no NodeClaim for the GPU pod, and Karpenter to say no type fits"):
+        def no_claims() -> Observation:
+            claims = expect.nodeclaims(absent)
+            return Observation(not claims, f"NodeClaims of {absent.name}: {describe_claims(claims)}")
+
+        waiting = [p.metadata.name for p in gpu.pods()]
+        assert len(waiting) == 1, f"GPU workload's pods: {waiting}"
+        with expect.throughout(no_claims, f"no NodeClaim of {absent.name}, whose types all lack "
+                                          f"nvidia.com/gpu"):
+            said = expect.eventually_karpenter_says(
+                r"no instance type", namespace=gpu.namespace,
+                about=waiting)
+            expect.consistently_pods_pending(gpu, 1, duration=15)
+    timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
+    timings.notes["karpenter_said"] = said[:300]
 
 
 def zone_terms(*zones: str) -> list[dict]:

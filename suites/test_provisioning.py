@@ -5,8 +5,10 @@ from collections import Counter
 
 import allure
 import pytest
+from kubernetes import client
 from kubernetes.utils import parse_quantity
 
+from karpenter_e2e.clusters.kube import if_found
 from karpenter_e2e.clusters.labels import ARCH, AWS, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures import timings as measure
@@ -120,36 +122,97 @@ def created(obj: dict) -> float:
     return born
 
 
-def held_cpu(claim: dict) -> float:
-    """CPU a NodeClaim counts against its pool's limit, launched or not: the capacity
-    Karpenter recorded, or before launch what the claim asked for (its requests)."""
-    cpu = (claim.get("status", {}).get("capacity") or {}).get("cpu") \
-        or claim["spec"].get("resources", {}).get("requests", {}).get("cpu", "0")
-    return float(parse_quantity(cpu))
+# A limited resource, how an instance type's label states its size, and in what unit.
+LIMITED = {"cpu": (f"{AWS}/instance-cpu", 1.0), "memory": (f"{AWS}/instance-memory", 2.0 ** 20)}
 
 
-def claimed_cpu(claims) -> float:
-    return sum(held_cpu(c) for c in claims)
+def held(claim: dict, resource: str = "cpu") -> float:
+    """What a NodeClaim counts against its pool's limit on ``resource``, launched or not: the
+    capacity Karpenter recorded, or before launch what the claim asked for (its requests)."""
+    amount = (claim.get("status", {}).get("capacity") or {}).get(resource) \
+        or claim["spec"].get("resources", {}).get("requests", {}).get(resource, "0")
+    return float(parse_quantity(amount))
 
 
-def launches_over_limit(claims, limit: float) -> list[str]:
+def claimed(claims, resource: str = "cpu") -> float:
+    return sum(held(c, resource) for c in claims)
+
+
+def instance_size(claim: dict, resource: str) -> float:
+    """The ``resource`` capacity of the claim's instance type, from its label (0 before launch)."""
+    label, unit = LIMITED[resource]
+    return float(claim["metadata"].get("labels", {}).get(label, 0)) * unit
+
+
+def launches_over_limit(claims, limit: float, resource: str = "cpu") -> list[str]:
     """Karpenter's limit rule at each launch: a new NodeClaim's instance type may have at most
-    the CPU the limit leaves after what earlier NodeClaims hold. Claims created within the
-    same second may come from one scheduling batch, so they are not counted against each
+    the ``resource`` the limit leaves after what earlier NodeClaims hold. Claims created within
+    the same second may come from one scheduling batch, so they are not counted against each
     other (timestamps have 1s resolution)."""
     bad = []
     for c in claims:
         born = created(c)
-        earlier = sum(held_cpu(o) for o in claims if created(o) < born - 1)
-        cpu = int(c["metadata"].get("labels", {}).get(f"{AWS}/instance-cpu", 0))
-        if cpu > limit - earlier:
+        left = limit - sum(held(o, resource) for o in claims if created(o) < born - 1)
+        size = instance_size(c, resource)
+        if size > left:
             bad.append(f"{c['metadata']['name']} ({c['metadata']['labels'].get(INSTANCE_TYPE)}, "
-                       f"{cpu} CPU) launched with {limit - earlier:g} CPU left under the limit")
+                       f"{size:g} {resource}) launched with {left:g} {resource} left under the "
+                       f"limit")
     return bad
 
 
 def instance_cpu(nodes) -> int:
     return sum(int(n.metadata.labels[f"{AWS}/instance-cpu"]) for n in nodes)
+
+
+GI = 2.0 ** 30
+
+
+def show(amount: float, resource: str) -> str:
+    return f"{amount / GI:.2f}Gi" if resource == "memory" else f"{amount:g} CPU"
+
+
+def burst_against_limit(expect, pool, inflate, replicas: int, resource: str, limit: float,
+                        smallest: float, timings) -> int:
+    """Scale ``inflate`` to ``replicas``, past the pool's limit on ``resource``, watching the
+    pool's NodeClaims throughout: never more than ``limit`` held, each launch within what
+    the limit left, Karpenter saying so, and stopping only when the room left is below the
+    ``smallest`` type. Returns how many pods are left Pending (and stay so for 20s)."""
+    def within_limit() -> Observation:
+        claims = expect.nodeclaims(pool)
+        amount, over = claimed(claims, resource), launches_over_limit(claims, limit, resource)
+        return Observation(amount <= limit and not over,
+                           f"{len(claims)} NodeClaims hold {show(amount, resource)}; "
+                           f"{'; '.join(over) or 'each launch within the limit'} "
+                           f"({describe_claims(claims)})", amount)
+
+    with expect.throughout(within_limit, f"NodePool {pool.name}'s NodeClaims to hold at most "
+                                         f"{show(limit, resource)} and each launch to fit what "
+                                         f"the limit left, all through the burst"):
+        with allure.step(f"scale inflate to {replicas}, watching the pool's NodeClaims throughout"):
+            inflate.scale(replicas)
+
+        with allure.step("expect Karpenter to say the pool's limits are exceeded"):
+            said = expect.eventually_karpenter_says(r"exceed limits for nodepool",
+                                                    namespace=inflate.namespace)
+            timings.notes["karpenter_said"] = said[:200]
+
+        with allure.step("expect it to stop only when the limit leaves no type to launch"):
+            pending = expect.eventually_settled(pool, inflate)
+            left = limit - claimed(expect.nodeclaims(pool), resource)
+            # The limit binds (pods are left Pending), but Karpenter must not stop while the
+            # room left under the limit still fits its smallest type. (How many pods run is
+            # kube-scheduler's business: locally a node's allocatable exceeds the capacity
+            # Karpenter counts, so more pods than limit/request can fit; see README.)
+            assert pending > 0, \
+                f"all {replicas} pods run: the {show(limit, resource)} limit did not bind"
+            assert left < smallest, (f"{pending} pods left Pending with {show(left, resource)} "
+                                     f"still free under the limit")
+
+        with allure.step("expect the Pending pods to stay Pending for 20s"):
+            expect.consistently_pods_pending(inflate, pending, duration=20)
+    timings.notes[f"{resource}_left"] = show(left, resource)
+    return pending
 
 
 LIMIT_CPU = 10  # the workshop pool's limits.cpu
@@ -165,44 +228,36 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
         inflate = inflate_factory(replicas=5, node_selector=pool.template_labels)
         expect.eventually_pods_running(inflate, 5)
 
-    def within_limit() -> Observation:
-        claims = expect.nodeclaims(pool)
-        cpu, over = claimed_cpu(claims), launches_over_limit(claims, LIMIT_CPU)
-        return Observation(cpu <= LIMIT_CPU and not over,
-                           f"{len(claims)} NodeClaims hold {cpu:g} CPU; "
-                           f"{'; '.join(over) or 'each launch within the limit'} "
-                           f"({describe_claims(claims)})", cpu)
-
-    with expect.throughout(within_limit, f"NodePool {pool.name}'s NodeClaims to hold at most "
-                                         f"{LIMIT_CPU} CPU and each launch to fit what the "
-                                         f"limit left, all through the burst"):
-        with allure.step("scale inflate to 12, watching the pool's NodeClaims throughout"):
-            inflate.scale(12)
-
-        with allure.step("expect Karpenter to say the pool's limits are exceeded"):
-            said = expect.eventually_karpenter_says(r"exceed limits for nodepool",
-                                                    namespace=inflate.namespace)
-            timings.notes["karpenter_said"] = said[:200]
-
-        with allure.step("expect it to stop only when the limit leaves no type to launch"):
-            pending = expect.eventually_settled(pool, inflate)
-            held = claimed_cpu(expect.nodeclaims(pool))
-            # The limit binds (pods are left Pending), but Karpenter must not stop while the
-            # room left under the limit still fits its smallest type. (How many pods run is
-            # kube-scheduler's business: locally a node's allocatable exceeds the capacity
-            # Karpenter counts, so more pods than limit/request can fit; see README.)
-            assert pending > 0, f"all 12 pods run: the {LIMIT_CPU} CPU limit did not bind"
-            assert LIMIT_CPU - held < SMALLEST_TYPE_CPU, \
-                f"{pending} pods left Pending with {LIMIT_CPU - held:g} CPU still free under the limit"
-
-        with allure.step("expect the Pending pods to stay Pending for 20s"):
-            expect.consistently_pods_pending(inflate, pending, duration=20)
-
+    pending = burst_against_limit(expect, pool, inflate, 12, "cpu", LIMIT_CPU,
+                                  SMALLEST_TYPE_CPU, timings)
     nodes = expect.nodes(pool)
     status_cpu = expect.nodepool(pool).get("status", {}).get("resources", {}).get("cpu")
     timings.record(pending_pods=pending, capacity_cpu=capacity_cpu(nodes),
                    instance_cpu=instance_cpu(nodes))
     timings.notes["nodepool_status_cpu"] = str(status_cpu)
+
+
+LIMIT_MEMORY_GI = 20
+SMALLEST_TYPE_MEMORY_GI = 4  # the pool's smallest types (c5/c6a/c6i/c7i .large) have 4 GiB
+
+
+@pytest.mark.scenario("memory-limit")
+@pytest.mark.covers("nodepool.limits.memory")
+def test_nodepool_memory_limit_is_never_exceeded(nodepool_factory, inflate_factory, expect,
+                                                 timings):
+    """limits.memory 20Gi (cpu out of the way); 30 pods of 1Gi and 100m CPU, 30Gi in all: the
+    pool's NodeClaims never hold more than 20Gi, each launch fits what the limit left, pods
+    are left Pending, and Karpenter stops only when no type fits the room left."""
+    limit = LIMIT_MEMORY_GI * GI
+    with allure.step(f"given the default pool with limits memory {LIMIT_MEMORY_GI}Gi, cpu 1000"):
+        pool = nodepool_factory("default", spec={"limits": {"cpu": "1000",
+                                                            "memory": f"{LIMIT_MEMORY_GI}Gi"}})
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, cpu="100m",
+                                  memory="1Gi")
+
+    pending = burst_against_limit(expect, pool, inflate, 30, "memory", limit,
+                                  SMALLEST_TYPE_MEMORY_GI * GI, timings)
+    timings.record(pending_pods=pending, nodeclaims=len(expect.nodeclaims(pool)))
 
 
 NODE_LIMIT = 2
@@ -498,6 +553,78 @@ def test_arch_specific_daemonset_is_counted_only_on_its_arch(nodepool_factory, i
     timings.notes["instance_types"] = ", ".join(f"{a}: {t}" for a, (t, _) in launched.items())
 
 
+def planned_cpu(claims) -> dict[str, float]:
+    """Each NodeClaim's CPU requests: what Karpenter scheduled onto it (pods and daemons)."""
+    return {c["metadata"]["name"]: float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"]))
+            for c in claims}
+
+
+def running_on_karpenters_node(expect, pool, inflate, timings) -> None:
+    with allure.step("expect the pod Running on the node Karpenter launched"):
+        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+    timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
+
+
+# The pod of sidecars-and-overhead, in CPU: each way of getting the rule wrong gives another
+# size (sidecars as plain init containers 1.25, overhead dropped 1.5, init containers
+# dropped 1.35), and the kube-scheduler's rule (KEP-753) gives max(C + S, I + S) + O.
+CONTAINER_CPU, SIDECAR_CPU, INIT_AFTER_SIDECAR_CPU, OVERHEAD_CPU = 0.1, 1.0, 0.5, 0.25
+POD_CPU = max(CONTAINER_CPU + SIDECAR_CPU, INIT_AFTER_SIDECAR_CPU + SIDECAR_CPU) + OVERHEAD_CPU
+PAUSE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+
+
+@pytest.fixture
+def runtime_class(cluster, scope):
+    """A RuntimeClass whose overhead (250m CPU) admission adds to every pod that names it."""
+    node_api = client.NodeV1Api(cluster.kube.api)
+    name = scope.name("overhead")
+    node_api.create_runtime_class(
+        {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+         "metadata": {"name": name, "labels": dict(scope.labels)}, "handler": "runc",
+         "overhead": {"podFixed": {"cpu": f"{int(OVERHEAD_CPU * 1000)}m"}}},
+        _request_timeout=cluster.kube.timeout)
+    yield name
+    if_found(lambda: node_api.delete_runtime_class(name, _request_timeout=cluster.kube.timeout))
+
+
+@pytest.mark.scenario("sidecars-and-overhead")
+@pytest.mark.covers("pod.sidecarContainers", "pod.overhead")
+def test_sidecars_and_pod_overhead_size_the_nodeclaim(nodepool_factory, inflate_factory, expect,
+                                                      runtime_class, timings):
+    """A pod of a 100m container, a 1-CPU sidecar (an init container that keeps running), a
+    500m init container started after it, and a RuntimeClass overhead of 250m: Karpenter sizes
+    its NodeClaim for 1.75 CPU, the kube-scheduler's rule: the sidecar runs beside both the
+    init container and the containers, and the overhead comes on top."""
+    with allure.step(f"given the default pool and inflate with a sidecar, an init container "
+                     f"and RuntimeClass {runtime_class}"):
+        pool = nodepool_factory("default")
+        init = [{"name": "sidecar", "image": PAUSE, "restartPolicy": "Always",
+                 "resources": {"requests": {"cpu": f"{int(SIDECAR_CPU * 1000)}m"}}},
+                {"name": "init", "image": PAUSE, "args": ["-v"],
+                 "resources": {"requests": {"cpu": f"{int(INIT_AFTER_SIDECAR_CPU * 1000)}m"}}}]
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+                                  cpu=f"{int(CONTAINER_CPU * 1000)}m",
+                                  extra_pod_spec={"initContainers": init,
+                                                  "runtimeClassName": runtime_class})
+
+    with allure.step("scale inflate to 1"):
+        inflate.scale(1)
+
+    with allure.step(f"expect Karpenter's plan: one NodeClaim requesting {POD_CPU:g} CPU"):
+        expect.eventually_settled(pool, inflate)
+        pods = inflate.pods()
+        overhead = {p.metadata.name: (p.spec.overhead or {}).get("cpu") for p in pods}
+        assert list(overhead.values()) == [f"{int(OVERHEAD_CPU * 1000)}m"], \
+            f"the API server's RuntimeClass admission set pod overhead {overhead}"
+        cpu = planned_cpu(expect.nodeclaims(pool))
+        assert list(cpu.values()) == [POD_CPU], \
+            f"NodeClaim requests (CPU) {cpu}: expected {POD_CPU:g} (1.25: the sidecar taken for a " \
+            f"plain init container; 1.5: the overhead dropped; 1.35: the init container dropped)"
+
+    running_on_karpenters_node(expect, pool, inflate, timings)
+
+
 INIT_CPU = 3  # the init container's request; the pod's container asks 100m
 
 
@@ -525,14 +652,10 @@ def test_init_container_requests_size_the_nodeclaim(nodepool_factory, inflate_fa
         # small for the init container, the pod stays Pending, and that must fail here.
         expect.eventually_settled(pool, inflate)
         # A NodeClaim's requests are what Karpenter scheduled onto it: here the one pod.
-        cpu = {c["metadata"]["name"]: float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"]))
-               for c in expect.nodeclaims(pool)}
+        cpu = planned_cpu(expect.nodeclaims(pool))
         assert list(cpu.values()) == [float(INIT_CPU)], \
             f"NodeClaim requests (CPU) {cpu} for a pod of init {INIT_CPU} CPU and container " \
             f"0.1 CPU: expected {INIT_CPU} (0.1 ignores the init container, " \
             f"{INIT_CPU + 0.1} adds it)"
 
-    with allure.step("expect the pod Running on the node Karpenter launched"):
-        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
-        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
-    timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
+    running_on_karpenters_node(expect, pool, inflate, timings)

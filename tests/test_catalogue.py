@@ -9,9 +9,7 @@ from karpenter_e2e.clusters.local.catalogue_table import TYPES, ZONES
 from karpenter_e2e.clusters.requirements import satisfies
 from karpenter_e2e.fixtures.nodepools import load_spec
 
-
-def offering_labels(offering):
-    return {r["key"]: r["values"][0] for r in offering["Requirements"]}
+offering_labels = catalogue.offering_labels
 
 
 def test_every_offering_carries_the_aws_labels_and_a_zone_and_capacity_type():
@@ -24,7 +22,24 @@ def test_every_offering_carries_the_aws_labels_and_a_zone_and_capacity_type():
                 assert f"karpenter.k8s.aws/{key}" in labels, (it["name"], key)
             assert labels["topology.kubernetes.io/zone"] in ZONES
             assert labels["karpenter.sh/capacity-type"] in ("spot", "on-demand")
-            assert all(r["operator"] == "In" and len(r["values"]) == 1 for r in off["Requirements"])
+            labels_or_absent = [r for r in off["Requirements"]
+                                if not (r["operator"] == "In" and len(r["values"]) == 1)]
+            assert labels_or_absent == ([] if it.get("resources", {}).get("nvidia.com/gpu") else
+                                        [{"key": k, "operator": "DoesNotExist"}
+                                         for k in catalogue.GPU_KEYS]), it["name"]
+
+
+def test_a_type_without_gpus_excludes_the_gpu_keys_as_the_aws_provider_does():
+    """An Exists requirement on a GPU key must leave plain types out: they say DoesNotExist,
+    not nothing (an undefined key is compatible with any requirement in Karpenter)."""
+    plain = next(it for it in catalogue.render() if it["name"] == "m5.large")
+    gpu = next(it for it in catalogue.render() if it["name"] == "g4dn.xlarge")
+    for off in plain["offerings"]:
+        assert {"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "DoesNotExist"} \
+            in off["Requirements"]
+    for off in gpu["offerings"]:
+        assert offering_labels(off)["karpenter.k8s.aws/instance-gpu-count"] == "1"
+        assert all(r["operator"] == "In" for r in off["Requirements"])
 
 
 def test_labels_are_derived_from_the_type_name():

@@ -17,7 +17,16 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from karpenter_e2e.clusters.labels import ARCH, AWS, CAPACITY_TYPE, INSTANCE_TYPE, ZONE
+from karpenter_e2e.clusters.labels import (
+    ARCH,
+    AWS,
+    CAPACITY_TYPE,
+    GPU_COUNT,
+    GPU_MANUFACTURER,
+    GPU_NAME,
+    INSTANCE_TYPE,
+    ZONE,
+)
 from karpenter_e2e.clusters.local.catalogue_table import TYPES, ZONES, EC2Type
 
 SPOT_DISCOUNT = (0.30, 0.45)  # spot/on-demand ratio range, as commonly seen on EC2
@@ -45,18 +54,34 @@ def aws_labels(t: EC2Type) -> dict[str, str]:
         f"{AWS}/instance-hypervisor": t.hypervisor,
     }
     if t.gpus:
-        labels |= {f"{AWS}/instance-gpu-count": str(t.gpus),
-                   f"{AWS}/instance-gpu-name": t.gpu_name,
-                   f"{AWS}/instance-gpu-manufacturer": "nvidia"}
+        labels |= {GPU_COUNT: str(t.gpus), GPU_NAME: t.gpu_name, GPU_MANUFACTURER: "nvidia"}
     return labels
 
 
+# The AWS provider gives a type without GPUs a DoesNotExist requirement on each GPU key
+# (instancetype computeRequirements). Without it the type leaves the key undefined, which
+# Karpenter's Intersects allows against anything: a pool requiring `instance-gpu-count
+# Exists` would then launch plain types.
+GPU_KEYS = (GPU_COUNT, GPU_NAME, GPU_MANUFACTURER)
+
+
+def offering_requirements(t: EC2Type, zone: str, capacity_type: str) -> list[dict]:
+    """An offering's requirements: one single-valued In per label (the KWOK provider makes
+    each a node label), and DoesNotExist for the GPU keys on a type without GPUs."""
+    labels = {CAPACITY_TYPE: capacity_type, ZONE: zone} | aws_labels(t)
+    absent = [] if t.gpus else [{"key": k, "operator": "DoesNotExist"} for k in GPU_KEYS]
+    return [{"key": k, "operator": "In", "values": [v]} for k, v in labels.items()] + absent
+
+
+def offering_labels(offering: dict) -> dict[str, str]:
+    """The labels a node launched from ``offering`` gets from it (its single-valued Ins)."""
+    return {r["key"]: r["values"][0] for r in offering["Requirements"] if r["operator"] == "In"}
+
+
 def _offering(t: EC2Type, zone: str, capacity_type: str) -> dict:
-    reqs = {CAPACITY_TYPE: capacity_type, ZONE: zone}
-    reqs |= aws_labels(t)
     price = t.od if capacity_type == "on-demand" else spot_price(t, zone)
     return {"Price": price, "Available": True,
-            "Requirements": [{"key": k, "operator": "In", "values": [v]} for k, v in reqs.items()]}
+            "Requirements": offering_requirements(t, zone, capacity_type)}
 
 
 def instance_type(t: EC2Type) -> dict:
@@ -156,8 +181,7 @@ def cheapest_family(types: Iterable[EC2Type], requirements: list[dict], min_vcpu
         if t.vcpu < min_vcpu:
             continue
         for off in instance_type(t)["offerings"]:
-            labels = {r["key"]: r["values"][0] for r in off["Requirements"]}
-            labels |= {ARCH: t.arch, "kubernetes.io/os": "linux", INSTANCE_TYPE: t.name}
+            labels = offering_labels(off) | {ARCH: t.arch, "kubernetes.io/os": "linux", INSTANCE_TYPE: t.name}
             if all(satisfies(labels, r) for r in requirements):
                 family = t.name.split(".")[0]
                 if best is None or off["Price"] / t.vcpu < best[0]:
