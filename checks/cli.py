@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         the_plan = plan(args.folder, args.expect, args.scale, args.scale_in, args.cluster_name)
         opts = argparse.Namespace(**{**vars(args), "karpenter_version": args.karpenter_version
                                      or _default_version(args.cluster)})
-        backend = backends.create(opts)
+        backend = backends.create(backends.ClusterOptions.of(opts))
     except (ManifestError, ExpectError, ClusterError) as exc:
         print(f"check: bad input, nothing started:\n{exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +65,48 @@ def add_options(add: Callable[..., Any], flag: Callable[[str], str] = cli_flag) 
         help="kind: node image (default: kind's own)")
 
 
-def _catalogue_exclude(opts: Any):
+@dataclass(frozen=True)
+class ClusterOptions:
+    """What ``create`` reads: the options ``add_options`` registers, by their short names,
+    with the same defaults (a test keeps the two lists equal)."""
+
+    cluster: str = "local"
+    cluster_name: str = "karpenter-e2e"
+    karpenter_version: str = versions.KARPENTER
+    kubernetes_version: str | None = None
+    apiserver_port: int | None = None
+    catalogue_without: str | None = None
+    karpenter_patch: str | None = None
+    kubeconfig: str | None = None
+    kube_context: str | None = None
+    eks_opt_in: str | None = None
+    region: str = field(default_factory=lambda: os.environ.get("AWS_REGION", "us-west-2"))
+    node_role: str | None = None
+    eks_subnet_tag: str | None = None
+    eks_security_group_tag: str | None = None
+    karpenter_namespace: str | None = None
+    eks_ami: str = "al2023@latest"
+    eks_ami_family: str = "AL2023"
+    interruption_queue: str | None = None
+    kind_image: str | None = None
+
+    @classmethod
+    def of(cls, source: object) -> ClusterOptions:
+        """From an argparse namespace or the plugin's settings: every field ``source`` has
+        (a command line registering only some of the options leaves the rest at their
+        defaults)."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            try:
+                values[f.name] = getattr(source, f.name)
+            except AttributeError:
+                continue
+        return cls(**values)
+
+
+def _catalogue_exclude(opts: ClusterOptions):
     from karpenter_e2e.clusters.local import catalogue
-    spec = getattr(opts, "catalogue_without", None)
+    spec = opts.catalogue_without
     if not spec:
         return None
     try:
@@ -75,8 +115,8 @@ def _catalogue_exclude(opts: Any):
         raise ClusterError(str(exc)) from None
 
 
-def _mutant(opts: Any, flag: Callable[[str], str]):
-    path = getattr(opts, "karpenter_patch", None)
+def _mutant(opts: ClusterOptions, flag: Callable[[str], str]):
+    path = opts.karpenter_patch
     if not path:
         return None
     from karpenter_e2e.clusters import mutants
@@ -89,21 +129,21 @@ def _mutant(opts: Any, flag: Callable[[str], str]):
     return mutant
 
 
-def create(opts: Any, flag: Callable[[str], str] = cli_flag) -> Cluster:
+def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Cluster:
     """The backend ``opts`` choose; ``flag`` names the options in refusals as the caller's
     command line spells them (the plugin passes flags.plugin_flag)."""
     mode = opts.cluster
     if mode == "local":
         from karpenter_e2e.clusters.local.cluster import LocalCluster
         return LocalCluster(opts.cluster_name, opts.karpenter_version,
-                            apiserver_port=getattr(opts, "apiserver_port", None),
+                            apiserver_port=opts.apiserver_port,
                             catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag),
-                            kubernetes_version=getattr(opts, "kubernetes_version", None))
-    if getattr(opts, "kubernetes_version", None) and mode in ("kind", "eks"):
+                            kubernetes_version=opts.kubernetes_version)
+    if opts.kubernetes_version and mode in ("kind", "eks"):
         raise ClusterError(f"{flag('kubernetes-version')} is for local and aws-sim mode ({mode}: "
                            f"the node image's or the EKS cluster's own Kubernetes)")
     if mode == "aws-sim":
-        if getattr(opts, "catalogue_without", None):
+        if opts.catalogue_without:
             raise ClusterError(f"{flag('catalogue-without')} is for local and kind mode (aws-sim's "
                                "instance types are EC2's, as the fake AWS serves them)")
         from karpenter_e2e.clusters.awssim.cluster import AwsSimCluster
@@ -112,20 +152,20 @@ def create(opts: Any, flag: Callable[[str], str] = cli_flag) -> Cluster:
             # (nor a prefix of it: older harnesses find processes by run-directory substring)
             name = "awssim-e2e"
         return AwsSimCluster(name, opts.karpenter_version,
-                             apiserver_port=getattr(opts, "apiserver_port", None),
-                             ami=getattr(opts, "eks_ami", None) or "al2023@latest",
+                             apiserver_port=opts.apiserver_port,
+                             ami=opts.eks_ami or "al2023@latest",
                              mutant=_mutant(opts, flag),
-                             kubernetes_version=getattr(opts, "kubernetes_version", None))
+                             kubernetes_version=opts.kubernetes_version)
     if mode == "kind":
         from karpenter_e2e.clusters.kind.cluster import KindCluster
         return KindCluster(opts.cluster_name, opts.karpenter_version,
-                           node_image=getattr(opts, "kind_image", None),
+                           node_image=opts.kind_image,
                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag))
     if mode == "eks":
-        if not getattr(opts, "kubeconfig", None):
+        if not opts.kubeconfig:
             raise ClusterError(f"{flag('cluster')}=eks needs {flag('kubeconfig')} (e.g. from aws eks "
                                "update-kubeconfig --name <cluster> --kubeconfig <path>)")
-        if getattr(opts, "karpenter_patch", None):
+        if opts.karpenter_patch:
             raise ClusterError(f"{flag('karpenter-patch')} needs a Karpenter the harness builds "
                                "(local or kind); eks runs the Helm-installed one")
         from karpenter_e2e.clusters.eks.cluster import EksCluster
@@ -135,5 +175,5 @@ def create(opts: Any, flag: Callable[[str], str] = cli_flag) -> Cluster:
                           security_group_tag=opts.eks_security_group_tag,
                           opt_in_name=opts.eks_opt_in,
                           karpenter_namespace=opts.karpenter_namespace, ami=opts.eks_ami,
-                          ami_family=getattr(opts, "eks_ami_family", "AL2023"), flag=flag)
+                          ami_family=opts.eks_ami_family, flag=flag)
     raise ClusterError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
                 paths.append(awsbuild.binary(args.karpenter_version))
             print(f"{len(paths)} binaries ready in {build.bin_dir()}")
             return 0
-        cluster = backends.create(args)
+        cluster = backends.create(backends.ClusterOptions.of(args))
         if args.command == "up":
             info = cluster.up(reuse=args.reuse)
             print(f"export KUBECONFIG={info.kubeconfig}")

@@ -125,8 +125,8 @@ class LaneRun:
         from karpenter_e2e.clusters import backends
         from karpenter_e2e.clusters.errors import ClusterError
         opts = argparse.Namespace(**{**vars(self.cluster_opts), "cluster_name": self.cluster_name})
-        try:
-            backend = backends.create(opts, plugin_flag)  # opts came as pytest args
+        try:  # opts came as pytest args
+            backend = backends.create(backends.ClusterOptions.of(opts), plugin_flag)
             self.backend = backend
             backend.up(reuse=bool(opts.keep_cluster))
             self.up_s = time.monotonic() - self.started

@@ -215,16 +215,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         fresh += [f("kubernetes-version"), kube]
     common = [*fresh, f("cluster-name"), args.cluster_name, f("keep-cluster")]
-    backend = backends.create(argparse.Namespace(
+    backend = backends.create(backends.ClusterOptions(
         cluster=args.cluster, cluster_name=args.cluster_name, karpenter_version=args.to_v,
-        apiserver_port=None, catalogue_without=None, kubernetes_version=kube))
+        kubernetes_version=kube))
     # Each perf phase on a fresh cluster of its own: the run must not start on another's etcd
     # history and warm caches (bring-up is seconds).
     perf_names = {args.from_v: f"{args.cluster_name}-from",
                   args.to_v: f"{args.cluster_name}-to"} if args.perf_pods else {}
-    perf_backends = {v: backends.create(argparse.Namespace(
-        cluster=args.cluster, cluster_name=name, karpenter_version=v, apiserver_port=None,
-        catalogue_without=None, kubernetes_version=kube)) for v, name in perf_names.items()}
+    perf_backends = {v: backends.create(backends.ClusterOptions(
+        cluster=args.cluster, cluster_name=name, karpenter_version=v, kubernetes_version=kube))
+        for v, name in perf_names.items()}
     for b in (backend, *perf_backends.values()):
         b.down()  # fresh clusters: FROM must be what runs when the gate starts
     # Cleared here, not by a phase's --clean-alluredir: the perf phases write at once.

@@ -130,13 +130,13 @@ def test_the_option_reaches_the_cluster_and_kind_and_eks_refuse_it(monkeypatch):
     p = argparse.ArgumentParser()
     backends.add_options(adder(p.add_argument))
     opts = p.parse_args(["--karpenter-version", "v1.12.1", "--kubernetes-version", "1.34"])
-    assert backends.create(opts).kubernetes_version == "v1.34.4"
+    assert backends.create(backends.ClusterOptions.of(opts)).kubernetes_version == "v1.34.4"
     opts = p.parse_args(["--karpenter-version", "v1.12.1"])
-    assert backends.create(opts).kubernetes_version == "v1.35.4"
+    assert backends.create(backends.ClusterOptions.of(opts)).kubernetes_version == "v1.35.4"
     for mode in ("kind", "eks"):
         opts = p.parse_args(["--cluster", mode, "--kubernetes-version", "1.34"])
         with pytest.raises(ClusterError, match="--kubernetes-version is for local and aws-sim"):
-            backends.create(opts)
+            backends.create(backends.ClusterOptions.of(opts))
 
 
 def test_binaries_are_cached_per_release_beside_the_pinned_ones(tmp_path, monkeypatch):

@@ -248,9 +248,9 @@ def test_a_provider_patch_is_refused_outside_aws_sim():
                            karpenter_patch=str(mutants.MUTANTS_DIR / "spot-interruption-ignored.patch"))
     with pytest.raises(ClusterError, match="patches github.com/aws/karpenter-provider-aws, which "
                                            "local mode does not build"):
-        backends.create(opts)
+        backends.create(backends.ClusterOptions.of(opts))
     opts.cluster = "aws-sim"
-    sim = backends.create(opts)
+    sim = backends.create(backends.ClusterOptions.of(opts))
     assert sim.mutant.name == "spot-interruption-ignored" and sim.mode == "aws-sim"
 
 

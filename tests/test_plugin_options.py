@@ -101,3 +101,26 @@ def test_a_wait_uses_the_timeouts_it_is_given():
     short = waits.Timeouts.parse("provision=0.3,poll=0.1")
     with pytest.raises(waits.WaitTimeout, match="timed out after 0s"):
         waits.eventually(lambda: waits.Observation(False, "no"), what="x", timeouts=short)
+
+
+def test_cluster_options_are_the_registered_options_with_their_defaults():
+    """backends.create reads ClusterOptions; each field is an option add_options registers,
+    with the same default, so neither list can drift from the other."""
+    import argparse
+    from dataclasses import fields
+
+    from karpenter_e2e.clusters import backends
+    from karpenter_e2e.clusters.flags import adder
+    p = argparse.ArgumentParser()
+    backends.add_options(adder(p.add_argument))
+    registered = vars(p.parse_args([]))
+    assert {f.name for f in fields(backends.ClusterOptions)} == set(registered)
+    assert backends.ClusterOptions.of(argparse.Namespace(**registered)) == backends.ClusterOptions()
+
+
+def test_cluster_options_take_what_a_namespace_has_and_default_the_rest():
+    from types import SimpleNamespace
+
+    from karpenter_e2e.clusters.backends import ClusterOptions
+    opts = ClusterOptions.of(SimpleNamespace(cluster="kind", cluster_name="x", unrelated=1))
+    assert (opts.cluster, opts.cluster_name, opts.kind_image) == ("kind", "x", None)
