@@ -10,6 +10,7 @@ import pytest
 from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import claim_requirement, condition, describe_claims
+from karpenter_e2e.fixtures.nodepools import narrow, require
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"app": "inflate"}}}]
@@ -90,8 +91,7 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
         # A static NodeClaim carries the pool's requirements only, and the KWOK provider
         # launches only a NodeClaim that names its instance types (upstream's suite does the
         # same for KWOK).
-        spec["spec"]["template"]["spec"]["requirements"].append(
-            {"key": INSTANCE_TYPE, "operator": "In", "values": STATIC_TYPES})
+        narrow(spec, require(INSTANCE_TYPE, "In", *STATIC_TYPES))
         pool = nodepool_factory(spec)
 
     def launched(n: int):
@@ -146,8 +146,8 @@ def test_capacity_overlay_decides_the_instance_type(nodepool_factory, inflate_fa
                      f"{OVERLAY_TYPE} in it"):
         pool = nodepool_factory("default")
         nodepool_factory.overlay("dongle", {
-            "requirements": [{"key": NODEPOOL, "operator": "In", "values": [pool.name]},
-                             {"key": INSTANCE_TYPE, "operator": "In", "values": [OVERLAY_TYPE]}],
+            "requirements": [require(NODEPOOL, "In", pool.name),
+                             require(INSTANCE_TYPE, "In", OVERLAY_TYPE)],
             "capacity": {OVERLAY_RESOURCE: "1"}})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
                                   extended={OVERLAY_RESOURCE: "1"})
@@ -188,13 +188,12 @@ def test_price_overlay_changes_karpenters_pick(nodepool_factory, inflate_factory
     with allure.step(f"given a pool of {PRICE_TYPES} (consolidateAfter 0s) and an overlay "
                      f"pricing {CHEAPENED} at 0.001"):
         spec = nodepool_factory.spec("default")
-        spec["spec"]["template"]["spec"]["requirements"].append(
-            {"key": INSTANCE_TYPE, "operator": "In", "values": PRICE_TYPES})
+        narrow(spec, require(INSTANCE_TYPE, "In", *PRICE_TYPES))
         spec["spec"]["disruption"]["consolidateAfter"] = "0s"
         pool = nodepool_factory(spec)
         nodepool_factory.overlay("cheaper", {
-            "requirements": [{"key": NODEPOOL, "operator": "In", "values": [pool.name]},
-                             {"key": INSTANCE_TYPE, "operator": "In", "values": [CHEAPENED]}],
+            "requirements": [require(NODEPOOL, "In", pool.name),
+                             require(INSTANCE_TYPE, "In", CHEAPENED)],
             "price": "0.001"})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 

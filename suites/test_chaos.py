@@ -12,9 +12,11 @@ import allure
 import pytest
 
 from karpenter_e2e.clusters.karpenter_clock import POLLING_PERIOD_S, VALIDATION_DELAY_S
+from karpenter_e2e.clusters.labels import CAPACITY_TYPE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.adversary import NodeTainter
 from karpenter_e2e.fixtures.expect import condition
+from karpenter_e2e.fixtures.nodepools import narrow, require
 
 pytestmark = [pytest.mark.nightly, pytest.mark.disruption_loop]
 
@@ -71,10 +73,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
     with allure.step(f"given a {capacity} {policy} pool (consolidateAfter {after_s}s) and an "
                      f"adversary tainting each of its nodes NoExecute"):
         spec = nodepool_factory.spec("default")
-        spec["spec"]["template"]["spec"]["requirements"] = [
-            r for r in spec["spec"]["template"]["spec"].get("requirements", [])
-            if r["key"] != "karpenter.sh/capacity-type"] + [
-            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity]}]
+        narrow(spec, require(CAPACITY_TYPE, "In", capacity), replacing=(CAPACITY_TYPE,))
         spec["spec"]["disruption"] = {"consolidationPolicy": policy,
                                       "consolidateAfter": f"{after_s}s"}
         # No limit that would cap a runaway before the bound does (the workshop pool's 10 CPU

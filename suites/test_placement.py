@@ -17,6 +17,7 @@ from karpenter_e2e.clusters.labels import (
 )
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
+from karpenter_e2e.fixtures.nodepools import narrow, require
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 
@@ -121,8 +122,7 @@ def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_f
     zone = cluster.info.zones[-1]
     with allure.step(f"given the default pool, restricted to zone {zone}"):
         spec = nodepool_factory.spec("default")
-        spec["spec"]["template"]["spec"]["requirements"].append(
-            {"key": ZONE, "operator": "In", "values": [zone]})
+        narrow(spec, require(ZONE, "In", zone))
         pool = nodepool_factory(spec)
         # One pod per node (hostname anti-affinity): four launches, each free to go wrong.
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
@@ -171,8 +171,7 @@ def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, ex
         # sees it): the cheapest family that fits, per the offerings Karpenter was given.
         spec = nodepool_factory.spec("default")
         excluded = cluster.backend.cheapest_family(spec["spec"]["template"]["spec"]["requirements"])
-        spec["spec"]["template"]["spec"]["requirements"].append(
-            {"key": INSTANCE_TYPE, "operator": "NotIn", "values": excluded})
+        narrow(spec, require(INSTANCE_TYPE, "NotIn", *excluded))
         pool = nodepool_factory(spec)
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
@@ -197,11 +196,8 @@ def test_gt_and_lt_bounds_are_exclusive(nodepool_factory, inflate_factory, expec
     inclusively changes what is launched."""
     with allure.step("given the default pool narrowed to generation Gt 6 and cpu Lt 4"):
         spec = nodepool_factory.spec("default")
-        reqs = [r for r in spec["spec"]["template"]["spec"]["requirements"]
-                if r["key"] != GENERATION]
-        reqs += [{"key": GENERATION, "operator": "Gt", "values": ["6"]},
-                 {"key": CPUS, "operator": "Lt", "values": ["4"]}]
-        spec["spec"]["template"]["spec"]["requirements"] = reqs
+        narrow(spec, require(GENERATION, "Gt", "6"), require(CPUS, "Lt", "4"),
+               replacing=(GENERATION,))
         pool = nodepool_factory(spec, spec={"limits": {"cpu": "100"}})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
@@ -228,11 +224,8 @@ def test_gt_and_lt_bounds_are_exclusive(nodepool_factory, inflate_factory, expec
 def open_to_gpu_types(nodepool_factory, name: str, gpu_label: dict) -> dict:
     """The default pool with its category requirement dropped (so GPU types are in reach),
     ``gpu_label`` added as a requirement and a template label naming the pool's kind."""
-    spec = nodepool_factory.spec("default")
-    template = spec["spec"]["template"]
-    template["spec"]["requirements"] = [r for r in template["spec"]["requirements"]
-                                        if r["key"] != CATEGORY] + [gpu_label]
-    template["metadata"]["labels"]["gpu-label"] = name
+    spec = narrow(nodepool_factory.spec("default"), gpu_label, replacing=(CATEGORY,))
+    spec["spec"]["template"]["metadata"]["labels"]["gpu-label"] = name
     return spec
 
 
@@ -247,10 +240,10 @@ def test_exists_and_does_not_exist_follow_the_label(nodepool_factory, inflate_fa
     with allure.step(f"given a pool requiring {GPU_COUNT} Exists and one requiring it "
                      f"DoesNotExist, a 1-vCPU workload on the first and a GPU one on the second"):
         exists = nodepool_factory(open_to_gpu_types(
-            nodepool_factory, "exists", {"key": GPU_COUNT, "operator": "Exists"}),
+            nodepool_factory, "exists", require(GPU_COUNT, "Exists")),
             name="exists", spec={"limits": {"cpu": "100"}})
         absent = nodepool_factory(open_to_gpu_types(
-            nodepool_factory, "absent", {"key": GPU_COUNT, "operator": "DoesNotExist"}),
+            nodepool_factory, "absent", require(GPU_COUNT, "DoesNotExist")),
             name="absent", spec={"limits": {"cpu": "100"}})
         plain = inflate_factory("plain", replicas=0, node_selector=exists.template_labels,
                                 cpu="1")
@@ -290,7 +283,7 @@ def test_exists_and_does_not_exist_follow_the_label(nodepool_factory, inflate_fa
 
 
 def zone_terms(*zones: str) -> list[dict]:
-    return [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": [z]}]} for z in zones]
+    return [{"matchExpressions": [require(ZONE, "In", z)]} for z in zones]
 
 
 @pytest.mark.scenario("node-affinity-terms")

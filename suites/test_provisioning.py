@@ -13,6 +13,7 @@ from karpenter_e2e.clusters.labels import ARCH, AWS, CAPACITY_TYPE, INSTANCE_TYP
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures import timings as measure
 from karpenter_e2e.fixtures.expect import describe_claims, describe_pods
+from karpenter_e2e.fixtures.nodepools import require
 from karpenter_e2e.fixtures.timings import timestamp
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
@@ -423,7 +424,7 @@ ABSENT = "e2e.karpenter.sh/storage-node"  # a label no pool of the harness defin
 
 
 def _term(key: str, value: str) -> dict:
-    return {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}
+    return {"matchExpressions": [require(key, "In", value)]}
 
 
 def _required(*terms: dict) -> dict:

@@ -23,10 +23,7 @@ from karpenter_e2e.clusters.labels import (
     NODEPOOL as NODEPOOL_LABEL,
 )
 from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
-
-
-def requirements(spec: dict) -> list[dict]:
-    return spec["spec"]["template"]["spec"]["requirements"]
+from karpenter_e2e.fixtures.nodepools import narrow, require, requirements
 
 
 def add_requirement(req: dict) -> Callable[[dict], None]:
@@ -51,28 +48,26 @@ class Defect:
 
 DEFECTS = [
     Defect("hostname-requirement", "a requirement on kubernetes.io/hostname",
-           add_requirement({"key": HOSTNAME, "operator": "In", "values": ["a-node"]}),
+           add_requirement(require(HOSTNAME, "In", "a-node")),
            'label "kubernetes.io/hostname" is restricted'),
     Defect("nodepool-requirement", "a requirement on karpenter.sh/nodepool",
-           add_requirement({"key": NODEPOOL_LABEL, "operator": "In", "values": ["other"]}),
+           add_requirement(require(NODEPOOL_LABEL, "In", "other")),
            'label "karpenter.sh/nodepool" is restricted'),
     Defect("nodepool-label", "a template label karpenter.sh/nodepool",
            add_template_label(NODEPOOL_LABEL, "other"),
            'label "karpenter.sh/nodepool" is restricted'),
     Defect("in-without-values", "an In requirement with no values",
-           add_requirement({"key": FAMILY, "operator": "In", "values": []}),
+           add_requirement(require(FAMILY, "In")),
            "requirements with operator 'In' must have a value defined"),
     Defect("negative-consolidate-after", "consolidateAfter -30s",
            set_disruption("consolidateAfter", "-30s"),
            "spec.disruption.consolidateAfter in body should match"),
     Defect("min-values-above-values", "minValues 3 over 2 values",
-           add_requirement({"key": FAMILY, "operator": "In", "values": ["c5", "m5"],
-                            "minValues": 3}),
+           add_requirement(require(FAMILY, "In", "c5", "m5", min_values=3)),
            "requirements with 'minValues' must have at least that many values specified in "
            "the 'values' field"),
     Defect("min-values-zero", "minValues 0",
-           add_requirement({"key": FAMILY, "operator": "In", "values": ["c5", "m5"],
-                            "minValues": 0}),
+           add_requirement(require(FAMILY, "In", "c5", "m5", min_values=0)),
            "minValues in body should be greater than or equal to 1"),
 ]
 
@@ -135,8 +130,7 @@ def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_fact
     with allure.step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
                      f"minValues {MIN_TYPES}"):
         spec = nodepool_factory.spec("default")
-        requirements(spec).append({"key": INSTANCE_TYPE, "operator": "In",
-                                   "values": MIN_VALUES_TYPES, "minValues": MIN_TYPES})
+        narrow(spec, require(INSTANCE_TYPE, "In", *MIN_VALUES_TYPES, min_values=MIN_TYPES))
         pool = nodepool_factory(spec)
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
@@ -148,11 +142,11 @@ def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_fact
         nodes = list(expect.pods_on(pods).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         claims = expect.nodeclaims(pool)
-        narrow = {c["metadata"]["name"]: claim_requirement(c, INSTANCE_TYPE).get("values")
-                  for c in claims}
-        narrow = {name: values for name, values in narrow.items()
-                  if len(values or []) < MIN_TYPES}
-        assert not narrow, f"NodeClaims with fewer than minValues {MIN_TYPES} instance " \
-                           f"types: {narrow}"
+        too_few = {c["metadata"]["name"]: claim_requirement(c, INSTANCE_TYPE).get("values")
+                   for c in claims}
+        too_few = {name: values for name, values in too_few.items()
+                   if len(values or []) < MIN_TYPES}
+        assert not too_few, f"NodeClaims with fewer than minValues {MIN_TYPES} instance " \
+                            f"types: {too_few}"
         assert len(claims) == 2, f"{len(claims)} NodeClaims for 2 pods that fit one NodeClaim " \
                                  f"of {MIN_TYPES} types each: {describe_claims(claims)}"

@@ -54,3 +54,16 @@ def test_inflate_selects_only_its_tests_nodes():
     assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
     assert pod["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert body["spec"]["replicas"] == 3
+
+
+def test_require_spells_requirements_as_the_api_takes_them():
+    from karpenter_e2e.fixtures.nodepools import narrow, require, requirements
+    assert require("zone", "In", "a", "b") == {"key": "zone", "operator": "In", "values": ["a", "b"]}
+    assert require("gpu", "Exists") == {"key": "gpu", "operator": "Exists"}
+    assert require("family", "In") == {"key": "family", "operator": "In", "values": []}
+    assert require("t", "In", "x", min_values=2)["minValues"] == 2
+    assert require("gen", "Gt", 6)["values"] == ["6"]
+    spec = {"spec": {"template": {"spec": {"requirements": [require("cat", "In", "c"),
+                                                            require("arch", "In", "amd64")]}}}}
+    narrow(spec, require("cat", "In", "g"), replacing=("cat",))
+    assert requirements(spec) == [require("arch", "In", "amd64"), require("cat", "In", "g")]
