@@ -36,6 +36,10 @@ def add_options(add: Callable[..., Any], flag: Callable[[str], str] = cli_flag) 
         help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
     add("catalogue-without", default=None,
         help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64")
+    add("karpenter-setting", action="append", default=[], metavar="KEY=VALUE",
+        help="local: one of Karpenter's own settings for the run, an option's environment "
+             "name (MIN_VALUES_POLICY=BestEffort) or a feature gate (CapacityBuffer=true); "
+             "repeatable. A key the release does not read is refused, naming those it does")
     add("karpenter-patch", default=None, metavar="FILE",
         help="local/kind/aws-sim: run Karpenter built with this mutant patch (mutants/README.md)")
     add("kubeconfig", default=None,
@@ -77,6 +81,7 @@ class ClusterOptions:
     apiserver_port: int | None = None
     catalogue_without: str | None = None
     karpenter_patch: str | None = None
+    karpenter_setting: tuple[str, ...] = ()
     kubeconfig: str | None = None
     kube_context: str | None = None
     eks_opt_in: str | None = None
@@ -98,9 +103,10 @@ class ClusterOptions:
         values: dict[str, Any] = {}
         for f in fields(cls):
             try:
-                values[f.name] = getattr(source, f.name)
+                value = getattr(source, f.name)
             except AttributeError:
                 continue
+            values[f.name] = tuple(value) if isinstance(value, list) else value
         return cls(**values)
 
 
@@ -133,12 +139,18 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
     """The backend ``opts`` choose; ``flag`` names the options in refusals as the caller's
     command line spells them (the plugin passes flags.plugin_flag)."""
     mode = opts.cluster
+    from karpenter_e2e.clusters import karpenter_settings
+    settings = karpenter_settings.parse(opts.karpenter_setting, flag("karpenter-setting"))
     if mode == "local":
         from karpenter_e2e.clusters.local.cluster import LocalCluster
         return LocalCluster(opts.cluster_name, opts.karpenter_version,
                             apiserver_port=opts.apiserver_port,
                             catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag),
-                            kubernetes_version=opts.kubernetes_version)
+                            kubernetes_version=opts.kubernetes_version, settings=settings)
+    if settings:
+        raise ClusterError(f"{flag('karpenter-setting')} is for local mode ({mode}: "
+                           + ("Helm's values set Karpenter's options" if mode == "eks" else
+                              "not read from the provider's options yet") + ")")
     if opts.kubernetes_version and mode in ("kind", "eks"):
         raise ClusterError(f"{flag('kubernetes-version')} is for local and aws-sim mode ({mode}: "
                            f"the node image's or the EKS cluster's own Kubernetes)")

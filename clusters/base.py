@@ -32,6 +32,8 @@ class ClusterInfo:
     # Karpenter feature gates the harness itself turned on (FEATURE_GATES); empty where it
     # does not start Karpenter (eks: Helm's values decide) or sets none.
     feature_gates: tuple[str, ...] = ()
+    # Karpenter's options and gates set for this run (KEY=VALUE), beyond the harness's own.
+    karpenter_settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -150,13 +150,16 @@ def gate_default(version: str, gate: str) -> bool:
     return value
 
 
-def gate_settings(version: str, wanted: tuple[str, ...]) -> dict[str, bool]:
+def gate_settings(version: str, wanted: tuple[str, ...],
+                  off: tuple[str, ...] = ()) -> dict[str, bool]:
     """Every gate ``version`` knows, at its default, with the ``wanted`` ones on. Naming all
     of them keeps each release at its own defaults: in v1.0.8 to v1.5.5 an explicit
     FEATURE_GATES turns off every gate it does not name. A wanted gate the release does not
     know is left out (it would be ignored anyway)."""
-    return {g: (g in wanted) or gate_default(version, g) for g in gates_known(version)}
+    return {g: ((g in wanted) or gate_default(version, g)) and g not in off
+            for g in gates_known(version)}
 
 
-def feature_gates_env(version: str, wanted: tuple[str, ...]) -> str:
-    return ",".join(f"{g}={str(on).lower()}" for g, on in gate_settings(version, wanted).items())
+def feature_gates_env(version: str, wanted: tuple[str, ...], off: tuple[str, ...] = ()) -> str:
+    return ",".join(f"{g}={str(on).lower()}"
+                    for g, on in gate_settings(version, wanted, off).items())

@@ -476,7 +476,8 @@ INPUTS: tuple[Input, ...] = (
     _i("options.MIN_VALUES_POLICY.BestEffort", "options",
        "MIN_VALUES_POLICY BestEffort: minValues relaxed when it cannot be met",
        f"{SCHED}/nodeclaim.go:filterInstanceTypesByRequirements",
-       f"{DISRUPTION}/helpers.go:SimulateScheduling"),
+       f"{DISRUPTION}/helpers.go:SimulateScheduling",
+       proved_by=("best-effort-read-as-strict", "min-values-relaxed-unannotated")),
     _i("options.BATCH_DURATIONS", "options",
        "BATCH_MAX_DURATION and BATCH_IDLE_DURATION: how long pending pods are gathered into "
        "one scheduling decision (and the nomination window, 2 x max)",

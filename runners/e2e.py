@@ -96,6 +96,8 @@ class LaneRun:
         self.reports = reports
         own = [plugin_flag("cluster-name"), cluster_name] + (
             [plugin_flag("keep-cluster")] if cluster_opts else [])
+        for setting in lane.settings:  # its Karpenter's, and what its tests check they have
+            own += [plugin_flag("karpenter-setting"), setting]
         self.procs: list[Child] = []
         if lane.chain:
             self.procs.append(Child(f"[c{lane.index + 1} chain]", [
@@ -124,7 +126,9 @@ class LaneRun:
             return
         from karpenter_e2e.clusters import backends
         from karpenter_e2e.clusters.errors import ClusterError
-        opts = argparse.Namespace(**{**vars(self.cluster_opts), "cluster_name": self.cluster_name})
+        opts = argparse.Namespace(**{**vars(self.cluster_opts), "cluster_name": self.cluster_name,
+                                     "karpenter_setting": [*self.cluster_opts.karpenter_setting,
+                                                           *self.lane.settings]})
         try:  # opts came as pytest args
             backend = backends.create(backends.ClusterOptions.of(opts), plugin_flag)
             self.backend = backend
@@ -239,10 +243,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{size.why}; planned {lanes.makespan(plan):.0f}s", flush=True)
     for lane in plan:
         kind = "serial (one test at a time)" if lane.serial else f"{lane.plain_workers} plain at once"
+        if lane.settings:
+            kind += f", Karpenter with {', '.join(lane.settings)}"
         print(f"e2e:   c{lane.index + 1}: {kind}: {len(lane.chain)} + {len(lane.plain)} tests, "
               f"planned {lane.makespan:.0f}s", flush=True)
     (run_dir / "plan.json").write_text(json.dumps(
         [{"lane": f"c{lane.index + 1}", "plain_workers": lane.plain_workers,
+          "settings": list(lane.settings),
           "planned_s": round(lane.makespan, 1), "chain": [t.nodeid for t in lane.chain],
           "plain": [t.nodeid for t in lane.plain]} for lane in plan], indent=1))
     if opts.dry_run:

@@ -26,6 +26,12 @@ class PlannedTest:
     skipped: bool = False  # will be skipped at collection (costs nothing, needs no cluster)
     chain: bool = False  # marked disruption_loop
     scenario: str = ""  # its scenario marker's id
+    # Karpenter settings it needs that differ from the release's defaults (KEY=VALUE):
+    # it runs on a serial lane whose Karpenter starts with them.
+    settings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "settings", tuple(sorted(self.settings)))
 
 
 @dataclass
@@ -37,6 +43,7 @@ class Lane:
     plain: list[PlannedTest] = field(default_factory=list)
     chain_end: float = 0.0
     plain_free: list[float] = field(default_factory=list)
+    settings: tuple[str, ...] = ()  # its Karpenter's settings (KEY=VALUE), beyond defaults
 
     def __post_init__(self) -> None:
         self.chain_end = self.start
@@ -121,10 +128,30 @@ def deal(tests: list[PlannedTest], clusters: int, workers: int,
          start_gap: float = 0.0) -> list[Lane]:
     """Deal the tests to ``clusters`` lanes: as many serial lanes as give the shortest plan
     (at least one when a test must run alone), the others running ``workers`` plain tests at
-    once. Lanes left with no test are dropped (no cluster is started for them); skipped
-    tests go to the first lane's chain."""
+    once. Tests needing Karpenter settings get a serial lane per distinct set, started with
+    them (one of the ``clusters``, or one more when no other is left). Lanes left with no
+    test are dropped (no cluster is started for them); skipped tests go to the first lane's
+    chain."""
     if clusters < 1 or workers < 1:
         raise PlanError(f"need at least one cluster and one worker (got {clusters} and {workers})")
+    groups: dict[tuple[str, ...], list[PlannedTest]] = {}
+    for t in _longest_first([t for t in tests if not t.skipped and t.settings]):
+        groups.setdefault(t.settings, []).append(t)
+    rest = [t for t in tests if not t.settings or t.skipped]
+    lanes = _deal_default(rest, max(clusters - len(groups), 1), workers, start_gap) \
+        if any(not t.skipped for t in rest) or not groups else []
+    for settings, group in sorted(groups.items()):
+        lane = Lane(len(lanes), 0, start=len(lanes) * start_gap, settings=settings)
+        for t in group:
+            lane.place_on_chain(t)
+        lanes.append(lane)
+    if not any(not t.skipped for t in rest) and groups:
+        lanes[0].chain += sorted((t for t in rest if t.skipped), key=lambda t: t.nodeid)
+    return lanes
+
+
+def _deal_default(tests: list[PlannedTest], clusters: int, workers: int,
+                  start_gap: float) -> list[Lane]:
     run = _longest_first([t for t in tests if not t.skipped])
     alone = any(t.solo or t.chain for t in run)
     plain = any(not (t.solo or t.chain) for t in run)

@@ -20,6 +20,7 @@ from karpenter_e2e.clusters.labels import (
     FAMILY,
     HOSTNAME,
     INSTANCE_TYPE,
+    MIN_VALUES_RELAXED,
     NODEPOOL as NODEPOOL_LABEL,
 )
 from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
@@ -121,6 +122,7 @@ MIN_VALUES_TYPES = ["c5.large", "m5.large", "r5.large", "c5.xlarge", "m5.xlarge"
 
 @pytest.mark.scenario("min-values")
 @pytest.mark.covers("nodepool.requirements.minValues", "options.MIN_VALUES_POLICY.Strict")
+@pytest.mark.karpenter_settings(MIN_VALUES_POLICY="Strict")
 @pytest.mark.modes("local", "kind", reason="the packing argument needs the fake catalogue's "
                    "sizes and KWOK's 100m kube-reserved")
 def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_factory, expect):
@@ -150,3 +152,50 @@ def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_fact
                             f"types: {too_few}"
         assert len(claims) == 2, f"{len(claims)} NodeClaims for 2 pods that fit one NodeClaim " \
                                  f"of {MIN_TYPES} types each: {describe_claims(claims)}"
+
+
+# The priciest of MIN_VALUES_TYPES: the open pod's node (the cheapest type) is never one.
+NARROWED = "m5.xlarge"
+
+
+@pytest.mark.scenario("min-values-best-effort")
+@pytest.mark.covers("options.MIN_VALUES_POLICY.BestEffort")
+@pytest.mark.karpenter_settings(MIN_VALUES_POLICY="BestEffort")
+@pytest.mark.karpenter_feature("min-values-policy")
+@pytest.mark.modes("local", reason="the harness sets Karpenter's settings in local mode")
+def test_best_effort_relaxes_min_values_and_says_so(nodepool_factory, inflate_factory, expect):
+    """MIN_VALUES_POLICY BestEffort; the 5-type pool with minValues 3: a pod that leaves the
+    pool's types open gets a NodeClaim of at least 3 types that says minValues was not
+    relaxed; then a pod selecting one of the types still gets a node, of that type, and its
+    NodeClaim says minValues was relaxed (under Strict it stays Pending). One after the
+    other: in one batch Karpenter may put both on the relaxed NodeClaim."""
+    with allure.step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
+                     f"minValues {MIN_TYPES}, a workload selecting {NARROWED} and one not"):
+        spec = nodepool_factory.spec("default")
+        narrow(spec, require(INSTANCE_TYPE, "In", *MIN_VALUES_TYPES, min_values=MIN_TYPES))
+        pool = nodepool_factory(spec)
+        pinned = inflate_factory("pinned", replicas=0,
+                                 node_selector={**pool.template_labels, INSTANCE_TYPE: NARROWED})
+        open_ = inflate_factory("open", replicas=0, node_selector=pool.template_labels)
+
+    with allure.step(f"scale the open workload to 1: expect a NodeClaim of at least "
+                     f"{MIN_TYPES} types, not relaxed"):
+        open_.scale(1)
+        node = next(iter(expect.pods_on(expect.eventually_pods_running(open_, 1)).values()))
+        claim = expect.nodeclaim_of(pool, node)
+        kept = claim_requirement(claim, INSTANCE_TYPE)
+        relaxed = (claim["metadata"].get("annotations") or {}).get(MIN_VALUES_RELAXED)
+        assert len(kept.get("values") or []) >= MIN_TYPES and relaxed == "false", \
+            f"{claim['metadata']['name']}: {kept}, {MIN_VALUES_RELAXED}={relaxed!r}"
+
+    with allure.step(f"scale the pinned workload to 1: expect a {NARROWED} whose NodeClaim "
+                     f"says minValues was relaxed"):
+        pinned.scale(1)
+        node = next(iter(expect.pods_on(expect.eventually_pods_running(pinned, 1)).values()))
+        expect.eventually_nodes_launched_by_karpenter(pool, [node])
+        assert node.metadata.labels[INSTANCE_TYPE] == NARROWED, node.metadata.labels[INSTANCE_TYPE]
+        claim = expect.nodeclaim_of(pool, node)
+        relaxed = (claim["metadata"].get("annotations") or {}).get(MIN_VALUES_RELAXED)
+        assert relaxed == "true", \
+            f"{claim['metadata']['name']} ({claim_requirement(claim, INSTANCE_TYPE)}): " \
+            f"{MIN_VALUES_RELAXED}={relaxed!r}, expected 'true'"

@@ -17,12 +17,12 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters import compat, features, mutants
+from karpenter_e2e.clusters import compat, features, karpenter_settings as ksettings, mutants
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.filelock import file_lock
@@ -69,6 +69,18 @@ ASSETS = Path(__file__).parent / "assets"
 FEATURE_GATES = ("NodeOverlay", "StaticCapacity", "NodeRepair")
 
 
+# What Karpenter's process inherits from the caller's shell: only what finding files needs.
+# Its settings come from the run (karpenter_settings), never from a stray variable.
+INHERITED_ENV = ("PATH", "HOME", "TMPDIR", "TZ", "LANG")
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
+    # The harness's own knob for Karpenter's log level (a setting LOG_LEVEL overrides it).
+    env["LOG_LEVEL"] = os.environ.get("KARPENTER_LOG_LEVEL", "info")
+    return env
+
+
 class LocalCluster:
     mode = "local"
     feature_gates = FEATURE_GATES
@@ -79,7 +91,8 @@ class LocalCluster:
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  apiserver_port: int | None = None,
                  catalogue_exclude: Callable[[EC2Type], bool] | None = None,
-                 mutant: Mutant | None = None, kubernetes_version: str | None = None):
+                 mutant: Mutant | None = None, kubernetes_version: str | None = None,
+                 settings: Mapping[str, str] | None = None):
         # Any release the Go module proxy serves from v1.0 on; refused here, in seconds,
         # before anything starts (releases.check says why and names the nearest served ones).
         self.check_version(karpenter_version)
@@ -93,6 +106,10 @@ class LocalCluster:
         # A patched Karpenter (the mutant matrix): it runs whenever Karpenter runs at the
         # version it patches (at start, or once upgraded to it); None for the release.
         self.mutant = mutant
+        # Karpenter's own options and gates for this cluster (karpenter_settings: KEY=VALUE),
+        # checked against the release by check_options and again at start.
+        self.settings = dict(settings or {})
+        self._known: dict[str, ksettings.Known] = {}
         self.run_dir = build.cache_dir() / "clusters" / name
         self.kwok_workdir = self.run_dir / "kwok"
         self.kubeconfig = self.run_dir / "kubeconfig"
@@ -219,26 +236,33 @@ class LocalCluster:
             karpenter_log=self.logs_dir / "karpenter.log",
             catalogue=self.catalogue_file,
             feature_gates=self.gates_on(state.get("karpenter_version", self.karpenter_version)),
+            karpenter_settings=dict(state.get("karpenter_settings", self.settings)),
         )
 
     def gates_on(self, version: str) -> tuple[str, ...]:
         """The gates the harness turns on that Karpenter ``version`` knows."""
         known = features.gates_known(version)
-        return tuple(g for g in self.feature_gates if g in known)
+        on = [g for g in known if self.settings.get(g, "").lower() == "true"
+              and g not in self.feature_gates]
+        off = [g for g in known if self.settings.get(g, "").lower() == "false"]
+        return tuple(g for g in (*self.feature_gates, *on) if g in known and g not in off)
 
     # ---- up ------------------------------------------------------------------------------
     def up(self, reuse: bool = False) -> ClusterInfo:
         """Bring the cluster up, or reuse a healthy one when ``reuse``; clean a broken one."""
+        self.check_options()  # a setting the release does not read: refused before anything
         st = self.status()
         if st.components:
             running = (self._state().get("karpenter_version"),
                        self._state().get("karpenter_build", "release"),
-                       self._state().get("kubernetes_version"))
-            wanted = (self.karpenter_version, self._build_name(), self.kubernetes_version)
+                       self._state().get("kubernetes_version"),
+                       ksettings.render(self._state().get("karpenter_settings", {})))
+            wanted = (self.karpenter_version, self._build_name(), self.kubernetes_version,
+                      ksettings.render(self.settings))
             if running != wanted:
                 reuse = False  # never hand a test a Karpenter other than the one it asked for
-                log.warning("local cluster %r runs Karpenter %s (%s) on Kubernetes %s, not "
-                            "%s (%s) on %s", self.name, *running, *wanted)
+                log.warning("local cluster %r runs Karpenter %s (%s) on Kubernetes %s with %s, "
+                            "not %s (%s) on %s with %s", self.name, *running, *wanted)
             if st.running and reuse and self._healthy():
                 log.warning("reusing local cluster %r (%s)", self.name, self.run_dir)
                 return self.info()
@@ -429,12 +453,11 @@ class LocalCluster:
         with file_lock(build.cache_dir() / "clusters" / ".create.lock"):
             metrics, health = process.free_port(), process.free_port()
             log_path = self.logs_dir / "karpenter.log"
-            env = {**os.environ,
+            env = {**_base_env(),
                    "KUBECONFIG": str(self.kubeconfig),
                    "DISABLE_LEADER_ELECTION": "true",
                    "METRICS_PORT": str(metrics),
-                   "HEALTH_PROBE_PORT": str(health),
-                   "LOG_LEVEL": os.environ.get("KARPENTER_LOG_LEVEL", "info")}
+                   "HEALTH_PROBE_PORT": str(health)}
             env.update(self._karpenter_env(version))
             env = {k: v for k, v in env.items() if v is not None}  # None: unset it
             with open(log_path, "a") as out:
@@ -445,6 +468,7 @@ class LocalCluster:
                                         stdin=subprocess.DEVNULL, cwd=self.run_dir,
                                         start_new_session=True)  # Ctrl-C goes to us; down() stops it
         self._save_state(karpenter_pid=proc.pid, karpenter_version=version,
+                         karpenter_settings=self.settings,
                          karpenter_build=self._build_name(version),
                          karpenter_sha256=_sha256(binary)[:16],
                          karpenter_metrics_port=metrics, karpenter_health_port=health)
@@ -477,8 +501,11 @@ class LocalCluster:
         """Cloud-provider settings on top of the common environment (None unsets one), for
         Karpenter ``version``: its own gates and defaults (features.GATES), with ours on."""
         version = version or self.karpenter_version
+        options, on, off = ksettings.split(self.settings, self.known_settings(version))
         env: dict[str, str | None] = {
-            "FEATURE_GATES": features.feature_gates_env(version, tuple(self.feature_gates))}
+            **options,
+            "FEATURE_GATES": features.feature_gates_env(version, tuple(self.feature_gates) + on,
+                                                        off)}
         if build.serves_webhooks(build.download_karpenter(version)):
             # v1.0.x's KWOK main starts knative webhooks: they need a namespace, and are
             # turned off (no certificate, nothing calls them: its CRDs without conversion).
@@ -555,7 +582,15 @@ class LocalCluster:
             self._save_state(karpenter_pid=None)
 
     def check_options(self) -> None:
-        """Nothing to refuse beyond what the constructor already did."""
+        """Refuse a setting the release does not read (the rest the constructor refused)."""
+        self.known_settings(self.karpenter_version)
+
+    def known_settings(self, version: str) -> ksettings.Known:
+        """What Karpenter ``version`` reads, with this cluster's settings checked against it."""
+        if version not in self._known:
+            self._known[version] = ksettings.known(version, build.download_karpenter(version))
+        ksettings.check(self.settings, self._known[version])
+        return self._known[version]
 
     def cloud_problem(self) -> str | None:
         """The simulated cloud is Karpenter's own KWOK provider: nothing apart to fail."""

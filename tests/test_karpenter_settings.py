@@ -1,0 +1,113 @@
+"""Karpenter's settings for a run: read from a release's options files, checked, and dealt."""
+
+import pytest
+
+from karpenter_e2e.clusters import karpenter_settings as ks
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.runners import lanes
+
+OPTIONS_GO = '''
+const (
+	MinValuesPolicyStrict     MinValuesPolicy = "Strict"
+	MinValuesPolicyBestEffort MinValuesPolicy = "BestEffort"
+)
+func (o *Options) AddFlags(fs *FlagSet) {
+	fs.StringVar(&o.LogLevel, "log-level", env.WithDefaultString("LOG_LEVEL", "info"), "...")
+	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", env.WithDefaultDuration("BATCH_MAX_DURATION", 10*time.Second), "...")
+	fs.StringVar(&o.minValuesPolicyRaw, "min-values-policy", env.WithDefaultString("MIN_VALUES_POLICY", string(MinValuesPolicyStrict)), "...")
+	fs.IntVar(&o.MetricsPort, "metrics-port", env.WithDefaultInt("METRICS_PORT", 8080), "...")
+	fs.StringVar(&o.FeatureGates.inputStr, "feature-gates", env.WithDefaultString("FEATURE_GATES", featureGatesDefault()), featureGatesHelp())
+}
+'''
+
+
+@pytest.fixture
+def release(tmp_path):
+    opts = tmp_path / "pkg" / "operator" / "options"
+    opts.mkdir(parents=True)
+    (opts / "options.go").write_text(OPTIONS_GO)
+    return ks.known("v1.15.0", tmp_path)
+
+
+def test_a_release_s_options_and_defaults_come_from_its_options_file(release):
+    assert release.options["MIN_VALUES_POLICY"] == "Strict"
+    assert release.options["BATCH_MAX_DURATION"] == "10s"
+    assert release.options["LOG_LEVEL"] == "info"
+    assert release.options["FEATURE_GATES"] is None  # not a literal
+    assert release.default("CapacityBuffer") == "false"
+    assert "METRICS_PORT" not in release.keys() and "FEATURE_GATES" not in release.keys()
+
+
+def test_unknown_reserved_and_malformed_settings_are_refused_with_what_is_known(release):
+    with pytest.raises(ClusterError, match="has no such option or feature gate; it reads "
+                                           "BATCH_MAX_DURATION, LOG_LEVEL, MIN_VALUES_POLICY"):
+        ks.check({"MIN_VALUE_POLICY": "BestEffort"}, release)
+    with pytest.raises(ClusterError, match="the harness sets METRICS_PORT itself"):
+        ks.check({"METRICS_PORT": "1"}, release)
+    with pytest.raises(ClusterError, match="a feature gate is true or false"):
+        ks.check({"CapacityBuffer": "on"}, release)
+    with pytest.raises(ClusterError, match="expected KEY=VALUE"):
+        ks.parse(["MIN_VALUES_POLICY"])
+    ks.check({"MIN_VALUES_POLICY": "BestEffort", "CapacityBuffer": "true"}, release)
+
+
+def test_settings_split_into_environment_and_gates(release):
+    env, on, off = ks.split({"MIN_VALUES_POLICY": "BestEffort", "CapacityBuffer": "true",
+                             "ReservedCapacity": "false"}, release)
+    assert env == {"MIN_VALUES_POLICY": "BestEffort"}
+    assert on == ("CapacityBuffer",) and off == ("ReservedCapacity",)
+
+
+def test_a_wanted_setting_matches_an_explicit_one_or_the_release_default(release):
+    assert ks.mismatches({"MIN_VALUES_POLICY": "Strict"}, {}, release) == []
+    assert ks.mismatches({"MIN_VALUES_POLICY": "BestEffort"}, {}, release) == \
+        ["MIN_VALUES_POLICY=BestEffort (this Karpenter: Strict)"]
+    assert ks.mismatches({"MIN_VALUES_POLICY": "BestEffort"},
+                         {"MIN_VALUES_POLICY": "BestEffort"}, release) == []
+
+
+def test_tests_needing_settings_get_a_serial_lane_of_their_own_per_set():
+    tests = [lanes.PlannedTest("a", 50), lanes.PlannedTest("b", 40),
+             lanes.PlannedTest("c", 30, settings=("MIN_VALUES_POLICY=BestEffort",)),
+             lanes.PlannedTest("d", 20, settings=("MIN_VALUES_POLICY=BestEffort",)),
+             lanes.PlannedTest("e", 10, settings=("CapacityBuffer=true",))]
+    plan = lanes.deal(tests, clusters=4, workers=2)
+    special = {lane.settings: [t.nodeid for t in lane.tests] for lane in plan if lane.settings}
+    assert special == {("MIN_VALUES_POLICY=BestEffort",): ["c", "d"],
+                       ("CapacityBuffer=true",): ["e"]}
+    assert all(lane.serial for lane in plan if lane.settings)
+    assert sorted(t.nodeid for lane in plan if not lane.settings for t in lane.tests) == ["a", "b"]
+    assert [lane.index for lane in plan] == list(range(len(plan)))
+
+
+def test_a_local_cluster_refuses_an_unknown_setting_before_anything_starts():
+    from karpenter_e2e.clusters import backends
+    backend = backends.create(backends.ClusterOptions(cluster_name="settings-refused",
+                                                      karpenter_setting=("MIN_VALUE_POLICY=x",)))
+    with pytest.raises(ClusterError, match="MIN_VALUE_POLICY: Karpenter v1.15.0 has no such "
+                                           "option or feature gate; it reads .*MIN_VALUES_POLICY"):
+        backend.up()
+    assert not backend.run_dir.exists()
+
+
+def test_settings_reach_karpenter_s_environment_and_nothing_of_the_shell(monkeypatch):
+    from karpenter_e2e.clusters.local.cluster import LocalCluster, _base_env
+    monkeypatch.setenv("MIN_VALUES_POLICY", "BestEffort")  # a stray variable in the shell
+    monkeypatch.setenv("KARPENTER_LOG_LEVEL", "debug")
+    assert "MIN_VALUES_POLICY" not in _base_env() and _base_env()["LOG_LEVEL"] == "debug"
+    cluster = LocalCluster("settings-env", settings={"BATCH_IDLE_DURATION": "2s",
+                                                    "CapacityBuffer": "true",
+                                                    "ReservedCapacity": "false"})
+    env = cluster._karpenter_env()
+    gates = dict(kv.split("=") for kv in env["FEATURE_GATES"].split(","))
+    assert env["BATCH_IDLE_DURATION"] == "2s"
+    assert gates["CapacityBuffer"] == "true" and gates["ReservedCapacity"] == "false"
+    assert "CapacityBuffer" in cluster.info().feature_gates
+    assert cluster.info().karpenter_settings["BATCH_IDLE_DURATION"] == "2s"
+
+
+def test_other_modes_refuse_settings():
+    from karpenter_e2e.clusters import backends
+    with pytest.raises(ClusterError, match="--karpenter-setting is for local mode"):
+        backends.create(backends.ClusterOptions(cluster="aws-sim",
+                                                karpenter_setting=("LOG_LEVEL=debug",)))
