@@ -13,10 +13,13 @@ const (
 )
 func (o *Options) AddFlags(fs *FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", env.WithDefaultString("LOG_LEVEL", "info"), "...")
-	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", env.WithDefaultDuration("BATCH_MAX_DURATION", 10*time.Second), "...")
-	fs.StringVar(&o.minValuesPolicyRaw, "min-values-policy", env.WithDefaultString("MIN_VALUES_POLICY", string(MinValuesPolicyStrict)), "...")
+	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration",
+		env.WithDefaultDuration("BATCH_MAX_DURATION", 10*time.Second), "...")
+	fs.StringVar(&o.minValuesPolicyRaw, "min-values-policy",
+		env.WithDefaultString("MIN_VALUES_POLICY", string(MinValuesPolicyStrict)), "...")
 	fs.IntVar(&o.MetricsPort, "metrics-port", env.WithDefaultInt("METRICS_PORT", 8080), "...")
-	fs.StringVar(&o.FeatureGates.inputStr, "feature-gates", env.WithDefaultString("FEATURE_GATES", featureGatesDefault()), featureGatesHelp())
+	fs.StringVar(&o.FeatureGates.inputStr, "feature-gates",
+		env.WithDefaultString("FEATURE_GATES", featureGatesDefault()), featureGatesHelp())
 }
 '''
 
