@@ -509,7 +509,8 @@ INPUTS: tuple[Input, ...] = (
        "feature gate CapacityBuffer: CapacityBuffers' virtual pods provisioned for as if "
        "pending",
        "pkg/controllers/provisioning/provisioner.go:Provisioner.GetPendingPods",
-       "pkg/controllers/provisioning/provisioner.go:Provisioner.Reconcile"),
+       "pkg/controllers/provisioning/provisioner.go:Provisioner.Reconcile",
+       proved_by=("capacity-buffer-pods-dropped", "buffer-chunk-labels-dropped")),
     _i("gates.NodeRepair", "options",
        "feature gate NodeRepair: unhealthy nodes repaired as a disruption method",
        f"{DISRUPTION}/repair.go:Repair.ShouldDisrupt",

@@ -220,3 +220,50 @@ def test_price_overlay_changes_karpenters_pick(nodepool_factory, inflate_factory
         assert node.metadata.labels.get(INSTANCE_TYPE) == CHEAPENED, \
             f"the pod runs on {node.metadata.labels.get(INSTANCE_TYPE)}, first on " \
             f"{first.metadata.labels.get(INSTANCE_TYPE)}"
+
+
+BUFFER_CHUNKS = 3
+BUFFER_HOLD_S = 20  # past two of Karpenter's 10 s batches: time for a runaway to show
+
+
+@pytest.mark.scenario("capacity-buffer")
+@pytest.mark.covers("gates.CapacityBuffer")
+@pytest.mark.karpenter_settings(CapacityBuffer="true")
+@pytest.mark.karpenter_feature("capacity-buffer")
+@pytest.mark.modes("local", reason="the harness sets Karpenter's feature gates in local mode")
+def test_capacity_buffer_gets_a_nodeclaim_per_chunk(nodepool_factory, inflate_factory, expect,
+                                                    timings):
+    """A CapacityBuffer of 3 chunks whose PodTemplate asks 1 CPU with hostname anti-affinity
+    to its own chunks (the CapacityBuffer gate on): Karpenter provisions as if 3 such pods
+    were pending, one NodeClaim per chunk, each requesting one chunk's CPU, and no more for
+    20 s; the buffer says it is ready for provisioning. No pod exists."""
+    with allure.step(f"given the default pool and a CapacityBuffer of {BUFFER_CHUNKS} 1-CPU "
+                     f"chunks, one per node"):
+        pool = nodepool_factory("default")
+        apart = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "spare"}},
+             "topologyKey": "kubernetes.io/hostname"}]}}}
+        buffer = inflate_factory.capacity_buffer("spare", BUFFER_CHUNKS, cpu="1",
+                                                 node_selector=pool.template_labels,
+                                                 extra_pod_spec=apart)
+
+    with allure.step(f"expect {BUFFER_CHUNKS} NodeClaims, one chunk each"):
+        claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) >= BUFFER_CHUNKS,
+                                              f"{BUFFER_CHUNKS} NodeClaims for the buffer's chunks")
+        cpu = {c["metadata"]["name"]: c["spec"]["resources"]["requests"].get("cpu") for c in claims}
+        assert len(claims) == BUFFER_CHUNKS and set(cpu.values()) == {"1"}, \
+            f"NodeClaims' CPU requests {cpu}: expected {BUFFER_CHUNKS} of one chunk (1) each"
+
+    with allure.step(f"expect no further NodeClaim for {BUFFER_HOLD_S}s, and the buffer ready"):
+        def still_three() -> Observation:
+            now = expect.nodeclaims(pool)
+            return Observation(len(now) == BUFFER_CHUNKS, describe_claims(now))
+
+        expect.consistently(still_three, f"{BUFFER_CHUNKS} NodeClaims for the buffer",
+                            BUFFER_HOLD_S)
+        status = inflate_factory.capacity_buffer_status(buffer)
+        ready = condition({"status": status}, "ReadyForProvisioning") or {}
+        assert ready.get("status") == "True" and status.get("replicas") == BUFFER_CHUNKS, \
+            f"CapacityBuffer {buffer} status: {status}"
+    timings.notes["instance_types"] = ", ".join(sorted(
+        c["metadata"].get("labels", {}).get(INSTANCE_TYPE, "?") for c in expect.nodeclaims(pool)))
