@@ -182,7 +182,7 @@ def test_best_effort_relaxes_min_values_and_says_so(nodepool_factory, inflate_fa
                      f"{MIN_TYPES} types, not relaxed"):
         open_.scale(1)
         node = next(iter(expect.pods_on(expect.eventually_pods_running(open_, 1)).values()))
-        claim = expect.nodeclaim_of(pool, node)
+        claim = expect.eventually_nodeclaim_of(pool, node)
         kept = claim_requirement(claim, INSTANCE_TYPE)
         relaxed = (claim["metadata"].get("annotations") or {}).get(MIN_VALUES_RELAXED)
         assert len(kept.get("values") or []) >= MIN_TYPES and relaxed == "false", \
@@ -194,7 +194,7 @@ def test_best_effort_relaxes_min_values_and_says_so(nodepool_factory, inflate_fa
         node = next(iter(expect.pods_on(expect.eventually_pods_running(pinned, 1)).values()))
         expect.eventually_nodes_launched_by_karpenter(pool, [node])
         assert node.metadata.labels[INSTANCE_TYPE] == NARROWED, node.metadata.labels[INSTANCE_TYPE]
-        claim = expect.nodeclaim_of(pool, node)
+        claim = expect.eventually_nodeclaim_of(pool, node)
         relaxed = (claim["metadata"].get("annotations") or {}).get(MIN_VALUES_RELAXED)
         assert relaxed == "true", \
             f"{claim['metadata']['name']} ({claim_requirement(claim, INSTANCE_TYPE)}): " \
