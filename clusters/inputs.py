@@ -275,7 +275,8 @@ INPUTS: tuple[Input, ...] = (
        "template metadata.annotations: copied to NodeClaims; a change drifts them (the "
        "template hash)",
        "pkg/apis/v1/nodepool.go:NodeClaimTemplate.ToNodeClaim",
-       "pkg/apis/v1/nodepool.go:NodePool.Hash"),
+       "pkg/apis/v1/nodepool.go:NodePool.Hash",
+       proved_by=("template-annotations-unhashed",)),
     _i("nodepool.template.taints", "nodepool",
        "template taints: only tolerating pods are planned onto the pool's NodeClaims; "
        "synced onto the node at registration",
@@ -293,6 +294,15 @@ INPUTS: tuple[Input, ...] = (
        "pkg/apis/v1/nodepool.go:NodePool.Hash",
        "pkg/controllers/nodeclaim/disruption/drift.go:areStaticFieldsDrifted",
        proved_by=("template-drift-never", "drift-replace-without-launch")),
+    _i("nodepool.template.drift", "nodepool",
+       "a change to any field of the hashed template (labels, annotations, taints, "
+       "startupTaints, nodeClassRef, expireAfter, terminationGracePeriod) drifts the pool's "
+       "NodeClaims (Drifted, reason NodePoolDrifted); changed back, Drifted is cleared",
+       "pkg/apis/v1/nodepool.go:NodePool.Hash",
+       "pkg/controllers/nodepool/hash/controller.go:Controller.Reconcile",
+       "pkg/controllers/nodeclaim/disruption/drift.go:areStaticFieldsDrifted",
+       "pkg/controllers/nodeclaim/disruption/drift.go:Drift.Reconcile",
+       proved_by=("drifted-never-cleared",)),
     _i("nodepool.requirements.In", "nodepool",
        "a requirement with operator In (zone, capacity type, category, a custom label)",
        "pkg/scheduling/requirement.go:NewRequirementWithFlexibility",
@@ -332,6 +342,13 @@ INPUTS: tuple[Input, ...] = (
        "a requirement's minValues: every NodeClaim keeps at least that many values",
        f"{SCHED}/nodeclaim.go:filterInstanceTypesByRequirements",
        proved_by=("min-values-ignored",)),
+    _i("nodepool.requirements.drift", "nodepool",
+       "a requirements change: a NodeClaim whose labels no longer meet the pool's requirements "
+       "is Drifted (reason RequirementsDrifted), one whose labels still do is not "
+       "(requirements are outside the template hash, hash:\"ignore\")",
+       "pkg/controllers/nodeclaim/disruption/drift.go:areRequirementsDrifted",
+       "pkg/controllers/nodeclaim/disruption/drift.go:Drift.isDrifted",
+       proved_by=("requirements-drift-never",)),
     _i("nodepool.crdRules", "nodepool",
        "the NodePool CRD's validation (OpenAPI and CEL rules): restricted keys and labels, "
        "In without values, negative durations, minValues bounds",
@@ -400,6 +417,12 @@ INPUTS: tuple[Input, ...] = (
        "disruption budgets' schedule and duration: a budget applies only inside its window",
        "pkg/apis/v1/nodepool.go:Budget.IsActive",
        proved_by=("budget-window-never-closes",)),
+    _i("nodepool.outsideHash", "nodepool",
+       "the fields outside the template hash: a change to weight, limits or spec.disruption "
+       "(consolidateAfter, consolidationPolicy, budgets) drifts no NodeClaim",
+       "pkg/apis/v1/nodepool.go:NodePool.Hash",
+       "pkg/controllers/nodeclaim/disruption/drift.go:areStaticFieldsDrifted",
+       proved_by=("nodepool-hash-whole-spec",)),
     _i("nodepool.template.expireAfter", "nodepool",
        "template expireAfter: a NodeClaim is deleted that long after its creation",
        "pkg/controllers/nodeclaim/expiration/controller.go:Controller.Reconcile",

@@ -5,7 +5,8 @@ import time
 import allure
 import pytest
 
-from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, condition
+from karpenter_e2e.clusters.waits import Observation
+from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, condition, describe_claims
 from karpenter_e2e.fixtures.pacing import ExpirationPacing
 from karpenter_e2e.fixtures.timings import timestamp
 
@@ -19,6 +20,35 @@ HOLD_S = 60  # drift-blocked: how long nothing may happen while do-not-disrupt s
 
 def nodeclass_of(claim: dict) -> str:
     return claim["spec"]["nodeClassRef"]["name"]
+
+
+# drift-kinds: the label, annotation and taint key the scenario changes on the pool's template.
+KIND_KEY = "example.com/drift-kind"
+# Karpenter's drift reasons (pkg/controllers/nodeclaim/disruption/drift.go, v1.15.0):
+# areStaticFieldsDrifted compares the NodePool's karpenter.sh/nodepool-hash (NodePool.Hash over
+# spec.template, requirements hash:"ignore") with the NodeClaim's; areRequirementsDrifted checks
+# the NodeClaim's labels against the pool's requirements.
+NODEPOOL_DRIFTED, REQUIREMENTS_DRIFTED = "NodePoolDrifted", "RequirementsDrifted"
+# The hold for a change that must not drift: this many times the slowest mark or clear the
+# same test measured, and never less than HOLD_FLOOR_S.
+HOLD_FACTOR, HOLD_FLOOR_S = 5, 15
+
+
+def drift_of(claim: dict) -> str | None:
+    """The NodeClaim's Drifted reason, or None when it carries no Drifted condition (the drift
+    controller's Clear removes it; Drifted=False is never written)."""
+    cond = condition(claim, "Drifted")
+    if cond is None:
+        return None
+    return f"{cond['reason']}" if cond.get("status") == "True" else f"status {cond.get('status')}"
+
+
+def template(**fields) -> dict:
+    return {"spec": {"template": {"spec": fields}}}
+
+
+def template_meta(**fields) -> dict:
+    return {"spec": {"template": {"metadata": fields}}}
 
 
 @pytest.mark.scenario("drift")
@@ -64,6 +94,128 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
             f"before any replacement initialized ({[round(t - patched) for t in ready]}s)"
     timings.record(patch_to_drifted_s=round(drifted_at - patched, 1),
                    patch_to_replaced_s=round(time.time() - patched, 1))
+
+
+@pytest.mark.scenario("drift-kinds")
+@pytest.mark.covers("nodepool.template.drift", "nodepool.template.annotations",
+                    "nodepool.template.nodeClassRef", "nodepool.requirements.drift",
+                    "nodepool.outsideHash")
+def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_factory, expect,
+                                                    timings, timeline):
+    """One node, budget nodes "0" (never replaced); each template field changed in turn (labels,
+    annotations, taints, startupTaints, nodeClassRef, expireAfter, terminationGracePeriod):
+    Drifted=True NodePoolDrifted, cleared once changed back; requirements its labels break:
+    RequirementsDrifted, then cleared; weight, limits, consolidateAfter, consolidationPolicy,
+    budgets and requirements it still meets: no Drifted for 5x the slowest mark (>= 15 s), then
+    a template change still drifts and clears."""
+    with allure.step('given a pool with budget nodes "0", template label and annotation '
+                     f'{KIND_KEY}=a, a second NodeClass, and one pod on one node'):
+        other = nodepool_factory.nodeclass("othernode")
+        pool = nodepool_factory("default", spec={
+            "template": {"metadata": {"labels": {KIND_KEY: "a"}, "annotations": {KIND_KEY: "a"}}},
+            "disruption": {"budgets": [{"nodes": "0"}]}})
+        own = pool.nodeclass
+        inflate = inflate_factory(replicas=1, node_selector={
+            k: v for k, v in pool.template_labels.items() if k != KIND_KEY})
+        expect.eventually_pods_running(inflate, 1)
+        claims = expect.nodeclaims(pool)
+        assert len(claims) == 1, f"one pod, {describe_claims(claims)}"
+        claim = claims[0]
+        name, instance_type = claim["metadata"]["name"], claim["metadata"]["labels"][
+            "node.kubernetes.io/instance-type"]
+        got = claim["metadata"].get("annotations", {}).get(KIND_KEY)
+        assert got == "a", f"NodeClaim {name} carries {KIND_KEY}={got!r}, the template says 'a'"
+        assert drift_of(claim) is None, f"NodeClaim {name} Drifted before any change: {drift_of(claim)}"
+        requirements = pool.requirements
+
+    def drift_is(want: str | None) -> Observation:
+        claim = next((c for c in expect.nodeclaims(pool) if c["metadata"]["name"] == name), None)
+        now = drift_of(claim) if claim else "gone"
+        return Observation(now == want, f"NodeClaim {name}: Drifted {now or 'absent'}")
+
+    def only_the_one_node() -> Observation:
+        claims = expect.nodeclaims(pool)
+        ok = [c["metadata"]["name"] for c in claims] == [name] and not claims[0]["metadata"].get(
+            "deletionTimestamp")
+        return Observation(ok, describe_claims(claims))
+
+    took: dict[str, float] = {}  # change -> seconds from its patch to Drifted seen, and back
+
+    def changed_then_reverted(kind: str, change: dict, revert: dict, reason: str,
+                              note: str = "") -> None:
+        with allure.step(f"{kind}{note}: expect Drifted={reason} within {DRIFT_MARK_S}s, then "
+                         f"cleared once changed back"):
+            start = time.time()
+            nodepool_factory.patch(pool, change)
+            expect.eventually(lambda: drift_is(reason), f"NodeClaim {name} Drifted ({reason}) "
+                              f"after a {kind} change", timeout=DRIFT_MARK_S, poll=0.25)
+            reverted = time.time()
+            took[f"{kind}_marked_s"] = round(reverted - start, 2)
+            nodepool_factory.patch(pool, revert)
+            expect.eventually(lambda: drift_is(None), f"NodeClaim {name}'s Drifted cleared once "
+                              f"its {kind} change was reverted", timeout=DRIFT_MARK_S, poll=0.25)
+            took[f"{kind}_cleared_s"] = round(time.time() - reverted, 2)
+            timeline.band(start, time.time(), f"{kind}: {reason}, cleared")
+
+    # Every step below runs with the pool holding exactly this NodeClaim, never deleting: the
+    # budget keeps Karpenter's drift replacement off, so only the Drifted condition is observed.
+    with expect.throughout(only_the_one_node, f"NodePool {pool.name} to keep NodeClaim {name} "
+                                              f"alone, never deleting (budget nodes \"0\", later \"0%\")"):
+        changed_then_reverted("labels", template_meta(labels={KIND_KEY: "b"}),
+                              template_meta(labels={KIND_KEY: "a"}), NODEPOOL_DRIFTED)
+        changed_then_reverted("annotations", template_meta(annotations={KIND_KEY: "b"}),
+                              template_meta(annotations={KIND_KEY: "a"}), NODEPOOL_DRIFTED)
+        changed_then_reverted("taints", template(taints=[
+            {"key": KIND_KEY, "value": "b", "effect": "NoSchedule"}]), template(taints=None),
+            NODEPOOL_DRIFTED)
+        changed_then_reverted("startupTaints", template(startupTaints=[
+            {"key": KIND_KEY, "value": "b", "effect": "NoSchedule"}]), template(startupTaints=None),
+            NODEPOOL_DRIFTED)
+        changed_then_reverted("nodeClassRef", template(nodeClassRef={"name": other}),
+                              template(nodeClassRef={"name": own}), NODEPOOL_DRIFTED)
+        changed_then_reverted("expireAfter", template(expireAfter="720h"),
+                              template(expireAfter="Never"), NODEPOOL_DRIFTED)
+        changed_then_reverted("terminationGracePeriod", template(terminationGracePeriod="1h"),
+                              template(terminationGracePeriod=None), NODEPOOL_DRIFTED)
+        changed_then_reverted("requirements", template(requirements=[*requirements, {
+            "key": "node.kubernetes.io/instance-type", "operator": "NotIn",
+            "values": [instance_type]}]), template(requirements=requirements),
+            REQUIREMENTS_DRIFTED)
+
+        # A negative needs a positive barrier: the drift controller reconciles on every NodePool
+        # event, and each change above was marked (and cleared) within the slowest of these.
+        slowest = max(took.values())
+        hold = max(HOLD_FLOOR_S, HOLD_FACTOR * slowest)
+        widened = [{**r, "values": ["on-demand", "spot"]} if r["key"] == "karpenter.sh/capacity-type"
+                   else r for r in requirements]
+        unchanged = {
+            "weight": {"spec": {"weight": 50}},
+            "limits": {"spec": {"limits": {"cpu": "20"}}},
+            "consolidateAfter": {"spec": {"disruption": {"consolidateAfter": "5m"}}},
+            "consolidationPolicy": {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty"}}},
+            "budgets": {"spec": {"disruption": {"budgets": [{"nodes": "0%"}]}}},
+            "requirements the node meets (capacity-type on-demand -> on-demand, spot)":
+                template(requirements=widened),
+        }
+        with allure.step(f"change {', '.join(unchanged)} in turn: expect no Drifted for {hold:.0f}s "
+                         f"after the last ({HOLD_FACTOR}x the slowest mark or clear, "
+                         f"{slowest:.1f}s; at least {HOLD_FLOOR_S}s)"):
+            with expect.throughout(lambda: drift_is(None), f"NodeClaim {name} never Drifted by "
+                                   f"a change outside the template hash", poll=0.25):
+                first = time.time()
+                for body in unchanged.values():
+                    nodepool_factory.patch(pool, body)
+                last = time.time()
+                expect.consistently(lambda: drift_is(None), f"NodeClaim {name} not Drifted "
+                                    f"after {', '.join(unchanged)} changed", hold)
+            timeline.band(first, last + hold, f"no Drifted for {hold:.0f}s")
+
+        # The barrier after the hold: with every change above in place, the controller still
+        # marks a template change, and clearing it means it found the rest not drifted.
+        changed_then_reverted("barrier", template_meta(annotations={KIND_KEY: "c"}),
+                              template_meta(annotations={KIND_KEY: "a"}), NODEPOOL_DRIFTED,
+                              " (annotations again, every non-drift change in place)")
+    timings.record(hold_s=round(hold, 1), slowest_s=slowest, **took)
 
 
 @pytest.mark.scenario("drift-blocked")
