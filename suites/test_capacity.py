@@ -237,9 +237,11 @@ def test_capacity_buffer_gets_a_nodeclaim_per_chunk(nodepool_factory, inflate_fa
     to its own chunks (the CapacityBuffer gate on): Karpenter provisions as if 3 such pods
     were pending, one NodeClaim per chunk, each requesting one chunk's CPU, and no more for
     20 s; the buffer says it is ready for provisioning. No pod exists."""
-    with allure.step(f"given the default pool and a CapacityBuffer of {BUFFER_CHUNKS} 1-CPU "
-                     f"chunks, one per node"):
-        pool = nodepool_factory("default")
+    with allure.step(f"given the default pool (limits cpu 100) and a CapacityBuffer of "
+                     f"{BUFFER_CHUNKS} 1-CPU chunks, one per node"):
+        # The workshop pool's 10 CPU would bind: Karpenter counts each planned NodeClaim at
+        # its largest instance-type option (up to 8 vCPU) against the limit.
+        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})
         apart = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": {"app": "spare"}},
              "topologyKey": "kubernetes.io/hostname"}]}}}
