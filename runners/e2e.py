@@ -238,9 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     # The lanes get node ids already selected: a --karpenter-scenario filter would then name
     # ids that are not in a lane's share, which pytest refuses.
     _, args = _pop_option(args, plugin_flag("scenario"), "")
+    settings_lanes = sum(1 for lane in plan if lane.settings)
+    extra = f", plus {settings_lanes} for Karpenter settings" if settings_lanes else ""
     print(f"e2e: {len([t for t in tests if not t.skipped])} tests to run"
           f"{f' (shard {opts.shard})' if shard else ''} on {len(plan)} cluster(s): "
-          f"{size.why}; planned {lanes.makespan(plan):.0f}s", flush=True)
+          f"{size.why}{extra}; planned {lanes.makespan(plan):.0f}s", flush=True)
     for lane in plan:
         kind = "serial (one test at a time)" if lane.serial else f"{lane.plain_workers} plain at once"
         if lane.settings:
