@@ -307,3 +307,74 @@ def test_the_examples_pair_differs_by_one_pool():
     assert head == {"expect.yaml", "inflate.yaml", "nodepools.yaml"}
     assert (EXAMPLES / "diff-base" / "inflate.yaml").read_text() == \
         (EXAMPLES / "diff-head" / "inflate.yaml").read_text()
+
+
+# ---- run_pair: the order of things on one cluster, with a stand-in for Check -----------------
+class FakeCheck:
+    """Records what run_pair asks of each check; ``outcomes`` maps a plan to a result or an
+    exception to raise."""
+
+    made: list = []
+    outcomes: dict = {}
+    downs: list = []
+
+    def __init__(self, plan_, backend, reports_dir, keep_cluster=False, reuse=None):
+        self.plan, self.keep, self.reuse = plan_, keep_cluster, reuse
+        self.timings, self.emptying_s = {"cluster_up_s": 1.0}, 2.0
+        self.picture = self.announce_kept = True
+        FakeCheck.made.append(self)
+
+    def run(self):
+        outcome = FakeCheck.outcomes[self.plan]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def take_down(self):
+        FakeCheck.downs.append(self.plan)
+
+
+@pytest.fixture
+def fake_check(monkeypatch):
+    from karpenter_e2e.checks import run
+    FakeCheck.made, FakeCheck.outcomes, FakeCheck.downs = [], {}, []
+    monkeypatch.setattr(run, "Check", FakeCheck)
+    return run
+
+
+def test_run_pair_checks_the_base_kept_then_the_head_on_it(fake_check, pair):
+    FakeCheck.outcomes = {"base": pair[0], "head": pair[1]}
+    got = fake_check.run_pair("base", "head", None, Path("r"))
+    first, second = FakeCheck.made
+    assert (first.plan, first.keep, first.reuse, first.picture) == ("base", True, False, False)
+    assert (second.plan, second.keep, second.reuse) == ("head", False, True)
+    assert got.base is pair[0] and got.head is pair[1] and not FakeCheck.downs
+    assert got.timings["emptying_s"] == 2.0 and set(got.timings) == {
+        "cluster_up_s", "base_s", "emptying_s", "head_s"}
+
+
+def test_run_pair_reports_a_rejected_base_and_still_checks_the_head(fake_check, pair):
+    from karpenter_e2e.checks.manifests import ManifestError
+    FakeCheck.outcomes = {"base": ManifestError("pool.yaml (document 0): rejected"),
+                          "head": pair[1]}
+    got = fake_check.run_pair("base", "head", None, Path("r"))
+    assert got.base is None and got.head is pair[1]
+    assert got.base_note.startswith("the API server rejected the base's manifests")
+
+
+def test_run_pair_takes_the_cluster_down_when_the_head_breaks(fake_check, pair):
+    FakeCheck.outcomes = {"base": pair[0], "head": KeyboardInterrupt()}
+    with pytest.raises(KeyboardInterrupt):
+        fake_check.run_pair("base", "head", None, Path("r"))
+    assert FakeCheck.downs == ["base"]  # the base's check kept it; run_pair takes it down
+    FakeCheck.made, FakeCheck.downs = [], []
+    with pytest.raises(KeyboardInterrupt):
+        fake_check.run_pair("base", "head", None, Path("r"), keep_cluster=True)
+    assert FakeCheck.downs == []  # --keep-cluster: left up (the head's check emptied it)
+
+
+def test_run_pair_without_a_base_is_one_check(fake_check, pair):
+    FakeCheck.outcomes = {"head": pair[1]}
+    got = fake_check.run_pair(None, "head", None, Path("r"), base_note="added")
+    assert [c.plan for c in FakeCheck.made] == ["head"] and FakeCheck.made[0].reuse is False
+    assert got.base is None and got.base_note == "added"
