@@ -14,8 +14,9 @@ from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
-from karpenter_e2e.checks.manifests import Manifest, ManifestError
+from karpenter_e2e.checks.manifests import NODECLASSES, Manifest, ManifestError
 from karpenter_e2e.clusters.kube import NODECLAIM, Kube, api_message, if_found
+from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 
 log = logging.getLogger("karpenter_e2e.check")
@@ -139,17 +140,32 @@ class Applier:
 
     def delete_all(self, manifests: list[Manifest]) -> None:
         """Delete what was applied (workloads first, NodePools and NodeClasses last) and wait
-        until Karpenter has removed every NodeClaim: a kept cluster is clean again."""
+        until Karpenter has removed every NodeClaim and node, and the namespaces, NodePools
+        and NodeClasses are gone: a kept cluster is clean again."""
         for m in reversed(manifests):
             if_found(functools.partial(self.dyn.delete, self._resource(m), name=m.name,
                                        namespace=m.namespace, _request_timeout=30,
                                        body={"propagationPolicy": "Background"}))
 
+        # The NodePools' NodeClaims too, at once: left to the garbage collector (their owner
+        # references), their deletion began 15-17 s after their NodePool's, as measured.
+        pools = {m.name for m in manifests if m.kind == "NodePool"}
+        for claim in self.kube.list(NODECLAIM):
+            if (claim["metadata"].get("labels") or {}).get(NODEPOOL_LABEL) in pools:
+                self.kube.delete(NODECLAIM, claim["metadata"]["name"])  # 404: gone already
+
         namespaces = {m.name for m in manifests if m.kind == "Namespace"}
+        # A NodePool or NodeClass still finalizing when the next check applies one of the same
+        # name would take the new one with it (check --base applies the head's right after).
+        pools_and_classes = [m for m in manifests
+                             if m.kind == "NodePool" or (m.group, m.kind) in NODECLASSES]
 
         def gone() -> Observation:
             # A namespace still terminating would refuse the next check's objects.
             left = [f"NodeClaim/{c['metadata']['name']}" for c in self.kube.list(NODECLAIM)]
+            left += [f"Node/{n.metadata.name}" for n in self.kube.nodes(NODEPOOL_LABEL)]
+            left += [m.ref for m in pools_and_classes if if_found(functools.partial(
+                self.dyn.get, self._resource(m), name=m.name, _request_timeout=30))]
             left += [f"Namespace/{n.metadata.name}" for n in
                      self.kube.core.list_namespace(_request_timeout=self.kube.timeout).items
                      if n.metadata.name in namespaces]

@@ -1,12 +1,14 @@
 """`python -m karpenter_e2e.checks DIR [--expect FILE] [--scale NAME=N,...] [--scale-in NAME=N,...]`:
 what Karpenter does with your own NodePools and workloads, on a fresh local (or aws-sim)
-cluster.
+cluster. With `--base REF` (a folder, or a git ref whose copy of DIR is compared), the base
+is checked first on the same cluster, then DIR, and the report says what changed, base ->
+head, per NodePool and workload; the exit code is the head's.
 
 Exit codes:
-  0  settled, and every expectation held
+  0  settled, and every expectation held (with --base: the head's)
   1  an expectation failed, or Karpenter did not settle in time (the report says which)
-  2  bad input: manifests, expect.yaml or options (named by file and document); nothing ran,
-     or what had started was taken down
+  2  bad input: manifests, expect.yaml or options (named by file and document), a --base
+     that is neither a folder nor a git ref; nothing ran, or what had started was taken down
   3  the cluster could not be brought up or used (a harness or machine problem), or the
      check itself broke: no verdict on the manifests
   130  interrupted (Ctrl-C); the cluster is taken down
@@ -19,14 +21,16 @@ karpenter_e2e.checks) itself.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
 
-from karpenter_e2e.checks import report
+from karpenter_e2e.checks import baseline, diff, manifests, report
+from karpenter_e2e.checks.baseline import Base, BaseError
 from karpenter_e2e.checks.expectations import ExpectError
 from karpenter_e2e.checks.manifests import ManifestError
-from karpenter_e2e.checks.run import Check, plan
+from karpenter_e2e.checks.run import Check, Plan, plan, run_pair
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 
@@ -56,6 +60,15 @@ def parser() -> argparse.ArgumentParser:
                         "check's objects) at the end")
     p.add_argument("--reports-dir", type=Path, default=Path("reports"),
                    help="the check's files go to DIR/runs/check-<id>/ (default: reports)")
+    p.add_argument("--base", default=None, metavar="REF",
+                   help="compare with a base: a folder, or a git ref (origin/main) whose copy of "
+                        "FOLDER is checked first on the same cluster; reports base -> head")
+    p.add_argument("--junit", type=Path, default=None, metavar="FILE",
+                   help="write JUnit XML: a testcase for settling and one per expectation "
+                        "(the head's)")
+    p.add_argument("--summary", type=Path, default=None, metavar="FILE",
+                   help="append the Markdown summary (with --base, the comparison) to FILE, "
+                        "e.g. $GITHUB_STEP_SUMMARY")
     return p
 
 
@@ -64,25 +77,64 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     for name in ("kubernetes", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    base: Base | None = None
+    try:
+        base = baseline.resolve(args.base, args.folder) if args.base else None
+    except BaseError as exc:
+        return _bad_input(args, str(exc))
+    try:  # the base's temporary copy goes, whatever happens (Ctrl-C too)
+        return _main(args, base)
+    finally:
+        if base is not None:
+            base.cleanup()
+
+
+def _bad_input(args, message: str) -> int:
+    print(f"check: bad input, nothing started:\n{message}", file=sys.stderr)
+    _write_junit_error(args, f"bad input: {message}")
+    return EXIT_BAD_INPUT
+
+
+def _write_junit_error(args, message: str) -> None:
+    """No verdict (exit 2 or 3): --junit's file gets one testcase in error, --summary's the
+    reason, so a CI job's test report and summary say why."""
+    if args.junit:
+        args.junit.parent.mkdir(parents=True, exist_ok=True)
+        args.junit.write_text(report.junit_error(str(args.folder), message))
+    if args.summary:
+        args.summary.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.summary, "a") as fh:
+            fh.write(f"### Karpenter check: `{args.folder}`\n\n**No verdict**, {message}\n\n")
+
+
+def _main(args, base: Base | None) -> int:
     try:
         the_plan = plan(args.folder, args.expect, args.scale, args.scale_in, args.cluster_name)
         opts = argparse.Namespace(**{**vars(args), "karpenter_version": args.karpenter_version
                                      or _default_version(args.cluster)})
         backend = backends.create(backends.ClusterOptions.of(opts))
     except (ManifestError, ExpectError, ClusterError) as exc:
-        print(f"check: bad input, nothing started:\n{exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad_input(args, str(exc))
     for warning in the_plan.bundle.warnings:
         print(f"check: warning: {warning}", file=sys.stderr)
-    check = Check(the_plan, backend, args.reports_dir, keep_cluster=args.keep_cluster)
+    base_plan, base_note = _base_plan(base, args) if base is not None else (None, "")
+    kept = "emptied" if args.keep_cluster else "taken down"
     try:
-        result = check.run()
+        if base is not None:
+            pair = run_pair(base_plan, the_plan, backend, args.reports_dir,
+                            keep_cluster=args.keep_cluster, base_note=base_note)
+            result = pair.head
+        else:
+            result = Check(the_plan, backend, args.reports_dir,
+                           keep_cluster=args.keep_cluster).run()
     except (ManifestError, ExpectError) as exc:
-        print(f"check: the API server rejected the manifests; the cluster was "
-              f"{'emptied' if args.keep_cluster else 'taken down'}:\n{exc}", file=sys.stderr)
+        print(f"check: the API server rejected the manifests; the cluster was {kept}:\n{exc}",
+              file=sys.stderr)
+        _write_junit_error(args, f"bad input: {exc}")
         return EXIT_BAD_INPUT
     except ClusterError as exc:
         print(f"check: cluster error: {exc}", file=sys.stderr)
+        _write_junit_error(args, f"cluster error: {exc}")
         return EXIT_CLUSTER
     except KeyboardInterrupt:
         print("check: interrupted; cluster taken down", file=sys.stderr)
@@ -90,12 +142,84 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - Python's own exit 1 would read "expectation failed"
         logging.getLogger("karpenter_e2e.check").exception("check broke")
         print(f"check: no verdict, the check itself failed ({type(exc).__name__}: {exc}); "
-              f"the cluster was {'emptied' if args.keep_cluster else 'taken down'}",
-              file=sys.stderr)
+              f"the cluster was {kept}", file=sys.stderr)
+        _write_junit_error(args, f"no verdict: {type(exc).__name__}: {exc}")
         return EXIT_CLUSTER
-    print(report.tables(result))
-    print(f"files: {', '.join(f'{k} {v}' for k, v in result['files'].items())}")
+    try:
+        _outputs(args, base, pair if base is not None else None, result)
+    except Exception as exc:  # noqa: BLE001 - as above: exit 1 would read "expectation failed"
+        logging.getLogger("karpenter_e2e.check").exception("writing the outputs broke")
+        print(f"check: the check ran ({'PASSED' if result['passed'] else 'FAILED'}) but its "
+              f"outputs could not be written ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return EXIT_CLUSTER
     return EXIT_PASSED if result["passed"] else EXIT_FAILED
+
+
+def _outputs(args, base: Base | None, pair, result: dict) -> None:
+    """Print the tables (and the comparison), write --junit's and --summary's files."""
+    summary = report.tables(result)
+    print(summary)
+    if base is not None:
+        summary = _write_diff(pair, base, result)
+        print(summary)
+    if args.junit:
+        args.junit.parent.mkdir(parents=True, exist_ok=True)
+        args.junit.write_text(report.junit(result))
+        result["files"]["junit"] = str(args.junit)
+    if args.summary:
+        args.summary.parent.mkdir(parents=True, exist_ok=True)
+        with open(args.summary, "a") as fh:
+            fh.write(summary + "\n")
+    if base is not None or args.junit:  # check.json lists the files written after it
+        report.write(result, Path(result["files"]["json"]).parent)
+    print(f"files: {', '.join(f'{k} {v}' for k, v in result['files'].items())}")
+
+
+def _base_plan(base: Base, args) -> tuple[Plan | None, str]:
+    """The base's plan, or None and why there is nothing of it to check. The base uses its
+    own expect.yaml (unless --expect names one for both); --scale and --scale-in apply to
+    the workloads the base has."""
+    if base.folder is None:
+        return None, (f"`{args.folder}` does not exist at {base.described}: everything on the "
+                      "head is added")
+    try:
+        bundle = manifests.load(base.folder, args.cluster_name)
+        scale, dropped = _known(bundle, args.scale)
+        scale_in, dropped_in = _known(bundle, args.scale_in)
+        p = plan(base.folder, args.expect, scale, scale_in, args.cluster_name)
+    except (ManifestError, ExpectError) as exc:
+        print(f"check: warning: the base cannot be checked: {exc}", file=sys.stderr)
+        return None, f"its manifests are not valid, so its side is empty: {exc}"
+    note = ""
+    if dropped or dropped_in:
+        note = ("not scaled on the base, which has no such workload: "
+                + ", ".join(sorted(set(dropped + dropped_in))))
+    return p, note
+
+
+def _known(bundle: manifests.Bundle, spec: str) -> tuple[str, list[str]]:
+    """``--scale``'s items for the workloads ``bundle`` has, and the names it lacks."""
+    keep, dropped = [], []
+    for ref, n in manifests.parse_scale(spec).items():
+        try:
+            bundle.workload(ref)
+            keep.append(f"{ref}={n}")
+        except ManifestError:
+            dropped.append(ref)
+    return ",".join(keep), dropped
+
+
+def _write_diff(pair, base: Base, head: dict) -> str:
+    """diff.md and diff.json beside the head's check.md; returns the Markdown."""
+    s = diff.summary(pair.base, head, base.described, pair.base_note, pair.timings)
+    s["base_files"] = pair.base["files"] if pair.base else None
+    out = Path(head["files"]["json"]).parent
+    text = diff.markdown(s)
+    (out / "diff.md").write_text(text)
+    (out / "diff.json").write_text(json.dumps(s, indent=1, default=str))
+    head["files"].update({"diff_markdown": str(out / "diff.md"),
+                          "diff_json": str(out / "diff.json")})
+    return text
 
 
 def _default_version(mode: str) -> str:

@@ -112,6 +112,38 @@ def write(result: dict, directory: Path) -> None:
     (directory / "check.json").write_text(json.dumps(result, indent=1, default=str))
 
 
+def junit(result: dict) -> str:
+    """JUnit XML: one testcase for settling and one per expectation (each phase's), a
+    failure carrying what was seen."""
+    from xml.etree import ElementTree as ET
+    suite_name = f"check {result['folder']}"
+    cases = [("settled", result["settled"], result.get("settle_error") or "")]
+    cases += [(f"{e['phase']}: {e['expectation']}", e["ok"], f"seen: {e['seen']}")
+              for e in result["expectations"]]
+    suite = ET.Element("testsuite", name=suite_name, tests=str(len(cases)),
+                       failures=str(sum(not ok for _, ok, _ in cases)), errors="0",
+                       time=f"{result['finished'] - result['started']:.1f}")
+    for name, ok, seen in cases:
+        case = ET.SubElement(suite, "testcase", classname=suite_name, name=name)
+        if not ok:
+            ET.SubElement(case, "failure", message=seen[:500]).text = seen
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def junit_error(folder: str, message: str) -> str:
+    """JUnit XML for a check that reached no verdict (bad input, a cluster error): one
+    testcase in error, so a CI job's test report says why rather than showing nothing."""
+    from xml.etree import ElementTree as ET
+    root = ET.Element("testsuites")
+    suite = ET.SubElement(root, "testsuite", name=f"check {folder}", tests="1", failures="0",
+                          errors="1")
+    case = ET.SubElement(suite, "testcase", classname=f"check {folder}", name="check")
+    ET.SubElement(case, "error", message=message.splitlines()[0][:500]).text = message
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
 def write_allure(result: dict, results_dir: Path, timeline_png: Path | None) -> None:
     """One Allure test result per expectation (passed/failed with what was seen), and one
     for the check itself carrying the report and the timeline picture."""

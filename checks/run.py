@@ -55,14 +55,23 @@ def plan(folder: Path, expect_path: Path | None, scale: str, scale_in: str,
 
 
 class Check:
-    def __init__(self, plan_: Plan, backend, reports_dir: Path, keep_cluster: bool = False):
+    """``keep_cluster``: leave the cluster up, emptied of the check's objects, at the end;
+    ``reuse`` (default: keep_cluster): take a running healthy cluster of that name as it is
+    (the second check of --base runs on the cluster the first one emptied)."""
+
+    def __init__(self, plan_: Plan, backend, reports_dir: Path, keep_cluster: bool = False,
+                 reuse: bool | None = None):
         self.plan, self.backend, self.keep = plan_, backend, keep_cluster
+        self.reuse = keep_cluster if reuse is None else reuse
         self.run_id = f"check-{new_run_id()}"
         self.out_dir = reports_dir / "runs" / self.run_id
         self.timings: dict[str, float] = {}
         self.applied: list[Manifest] = []
         self.kube: Kube | None = None
         self.started = time.time()
+        self.announce_kept = True
+        self.picture = True  # timeline.png (its data, timeline.json, is written either way)
+        self.emptying_s = 0.0  # a kept cluster: deleting what was applied, until it is gone
 
     def _timed(self, name: str, since: float) -> float:
         self.timings[name] = round(time.time() - since, 1)
@@ -73,8 +82,8 @@ class Check:
         """Everything; the cluster goes down (or is emptied) even on failure and Ctrl-C."""
         t = time.time()
         threading.Thread(target=_warm_imports, daemon=True, name="warm imports").start()
-        reused = self.keep and self.backend.status().running
-        info = self.backend.up(reuse=self.keep)
+        reused = self.reuse and self.backend.status().running
+        info = self.backend.up(reuse=self.reuse)
         t = self._timed("cluster_up_s", t)
         try:
             return self._check(info, t)
@@ -83,14 +92,19 @@ class Check:
 
     def _finish(self, reused: bool) -> None:
         if self.keep and self.applied and self.kube is not None:
+            t = time.time()
             apply.Applier(self.kube, self.run_id).delete_all(self.applied)
+            self.emptying_s = round(time.time() - t, 1)
         if not self.keep:
-            self._keep_karpenter_log()
-            self.backend.down()
-            # Nothing of the check stays behind: its logs are in the run's report directory.
-            shutil.rmtree(self.backend.run_dir, ignore_errors=True)
-        elif not reused:
+            self.take_down()
+        elif not reused and self.announce_kept:
             log.warning("cluster %r kept (--keep-cluster)", self.backend.name)
+
+    def take_down(self) -> None:
+        self._keep_karpenter_log()
+        self.backend.down()
+        # Nothing of the check stays behind: its logs are in the run's report directory.
+        shutil.rmtree(self.backend.run_dir, ignore_errors=True)
 
     def _keep_karpenter_log(self) -> None:
         src = getattr(self.backend, "logs_dir", None)
@@ -251,10 +265,63 @@ class Check:
             timeline.failure = failure
             snap = timeline.snapshot(outcome)
             write_snapshot(snap, self.out_dir / "timeline.json")
+            if not self.picture:
+                return None
             return timeline_chart.render(snap, self.out_dir / "timeline.png")
         except Exception as exc:  # noqa: BLE001 - a picture must never hide the verdict
             log.warning("timeline not drawn: %s: %s", type(exc).__name__, exc)
             return None
+
+
+@dataclass
+class Pair:
+    """What check --base ran: the base's result (None: nothing of it was checked, the note
+    says why) and the head's, on one cluster."""
+
+    base: dict | None
+    head: dict
+    base_note: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def run_pair(base_plan: Plan | None, head_plan: Plan, backend, reports_dir: Path,
+             keep_cluster: bool = False, base_note: str = "") -> Pair:
+    """The base's check, then the head's, on one cluster and one Karpenter: the base's
+    check empties the cluster (its objects deleted, every NodeClaim, node, NodePool,
+    NodeClass and namespace gone) and the head's takes it as it is, then takes it down (or
+    empties it, with ``keep_cluster``). A base the API server rejects is reported so, with
+    its side empty. The cluster goes down on any failure and on Ctrl-C."""
+    timings: dict[str, float] = {}
+    base, first = None, None
+    t = time.time()
+    try:
+        if base_plan is not None:
+            first = Check(base_plan, backend, reports_dir, keep_cluster=True,
+                          reuse=keep_cluster)
+            first.announce_kept = False
+            # The base's timeline picture took 2-7 s of the comparison's wall time at load
+            # 10-16; its data is kept: python -m karpenter_e2e.reports.timeline_chart
+            # timeline.json timeline.png draws it.
+            first.picture = False
+            try:
+                base = first.run()
+            except (manifests.ManifestError, expectations.ExpectError) as exc:
+                base_note = ("the API server rejected the base's manifests, so its side is "
+                             f"empty: {exc}")
+            timings["cluster_up_s"] = first.timings.get("cluster_up_s", 0.0)
+            timings["base_s"] = round(time.time() - t - timings["cluster_up_s"]
+                                      - first.emptying_s, 1)
+            timings["emptying_s"] = first.emptying_s
+            t = time.time()
+        second = Check(head_plan, backend, reports_dir, keep_cluster=keep_cluster,
+                       reuse=keep_cluster or base_plan is not None)
+        head = second.run()
+        timings["head_s"] = round(time.time() - t, 1)  # with the cluster's teardown
+    except BaseException:
+        if first is not None and not keep_cluster:  # idempotent after the head's own
+            first.take_down()
+        raise
+    return Pair(base, head, base_note, timings)
 
 
 def _catalogue(backend) -> set[str] | None:

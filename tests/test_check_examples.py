@@ -4,6 +4,8 @@ rejects is named with the API's words; a check leaves nothing behind.
 
 One cluster serves the tests that reuse it (``--keep-cluster``: each check empties it
 again); the last test brings up and takes down a cluster of its own.
+KARPENTER_E2E_CHECK_CLUSTER names the shared cluster (default check-t-<pid>; the last test's
+own is that name with -own).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +25,7 @@ from karpenter_e2e.clusters.local import build, process
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-NAME = f"check-t-{os.getpid()}"
+NAME = os.environ.get("KARPENTER_E2E_CHECK_CLUSTER") or f"check-t-{os.getpid()}"
 
 
 def run_check(folder: Path, reports: Path, *args: str, name: str = NAME,
@@ -149,10 +152,43 @@ def test_invalid_ec2nodeclass_is_judged_by_its_own_crd(cluster, tmp_path):
     assert "amiSelectorTerms" in proc.stderr
 
 
+def test_base_reports_the_added_pool(cluster, tmp_path):
+    """check --base with a git ref on a real cluster: a repository whose last commit has the
+    diff-base example and whose work tree has diff-head; the head's verdict, the spot pool
+    added, inflate moved from on-demand to spot, the base's copy removed afterwards."""
+    repo = tmp_path / "repo"
+    shutil.copytree(EXAMPLES / "diff-base", repo / "manifests")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "base"], cwd=repo, check=True)
+    shutil.rmtree(repo / "manifests")
+    shutil.copytree(EXAMPLES / "diff-head", repo / "manifests")
+    before = set(Path(tempfile.gettempdir()).glob("karpenter-check-base-*"))
+    junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
+    proc, head = run_check(repo / "manifests", tmp_path / "reports", "--base", "main",
+                           "--junit", str(junit), "--summary", str(summary))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert set(Path(tempfile.gettempdir()).glob("karpenter-check-base-*")) == before
+    d = json.loads(Path(head["files"]["diff_json"]).read_text())
+    assert d["head"]["passed"] and d["base"]["passed"], d
+    rows = {(r["kind"], r["name"]): r for r in d["rows"]}
+    assert rows[("NodePool", "spot")]["status"] == "added"
+    assert rows[("NodePool", "default")]["head"]["nodes"] == 0
+    assert rows[("NodePool", "default")]["base"]["nodes"] >= 1
+    inflate = rows[("workload", "Deployment/workshop/inflate")]
+    assert set(inflate["base"]["capacity_types"]) == {"on-demand"}
+    assert set(inflate["head"]["capacity_types"]) == {"spot"}
+    md = summary.read_text()
+    assert md.startswith("### Karpenter check:") and "pool `spot` (added)" in md
+    assert "`main` (" in md  # the ref and its commit
+    assert junit.read_text().count("<testcase") == 1 + len(head["expectations"])
+
+
 def test_a_check_leaves_nothing_running(tmp_path):
     """Without --keep-cluster: its own cluster, taken down, its run directory removed, even
     when the API server rejected the manifests half-way."""
-    name = f"check-own-{os.getpid()}"
+    name = f"{NAME}-own"
 
     def bad_replicas(docs):
         find(docs, "Deployment", "inflate")["spec"]["replicas"] = -1
