@@ -462,15 +462,26 @@ INPUTS: tuple[Input, ...] = (
        "a PVC's StorageClass with WaitForFirstConsumer and several allowedTopologies terms: "
        "the NodeClaim is constrained to the zones the terms allow",
        f"{SCHED}/volumetopology.go:VolumeTopology.getStorageClassRequirements",
-       f"{SCHED}/volumetopology.go:VolumeTopology.GetRequirements"),
+       f"{SCHED}/volumetopology.go:VolumeTopology.GetRequirements",
+       proved_by=("storage-class-first-term-only",),
+       gap="no provisioner binds the claim in local mode (no CSI driver), so the pod is never "
+           "seen running: Karpenter's plan and its node's zone are asserted; a driver "
+           "provisioning in the node's zone needs eks"),
     _i("volume.pv.nodeAffinity", "volume",
        "a bound PV's node affinity over several zones: the pod's NodeClaim must be in one",
        f"{SCHED}/volumetopology.go:VolumeTopology.getPersistentVolumeRequirements",
-       "pkg/controllers/provisioning/provisioner.go:Provisioner.getVolumeTopologyRequirements"),
+       "pkg/controllers/provisioning/provisioner.go:Provisioner.getVolumeTopologyRequirements",
+       proved_by=("pv-zone-affinity-dropped",),
+       gap="a static hostPath PV with zone affinity only; a CSI driver's dynamically provisioned "
+           "PV (its topology written by the driver) needs eks"),
     _i("volume.pvc.unbound", "volume",
        "a PVC that does not exist or whose StorageClass or PV is missing: the pod is not "
        "provisioned for",
-       f"{SCHED}/volumetopology.go:VolumeTopology.ValidatePersistentVolumeClaims"),
+       f"{SCHED}/volumetopology.go:VolumeTopology.ValidatePersistentVolumeClaims",
+       proved_by=("immediate-claims-provisioned",),
+       gap="a claim that does not exist and an unbound claim of an Immediate class; a claim "
+           "being deleted, one Lost, one naming a missing PV or lacking the bind-completed "
+           "annotation are not set up"),
     _i("volume.attachLimits", "volume",
        "a CSI driver's volume attach limit per node: pods whose volumes would exceed it need "
        "another node",
