@@ -207,5 +207,8 @@ def _raise_keyboard_interrupt(_signum, _frame) -> None:
 
 def sigterm_as_ctrl_c() -> None:
     """SIGTERM (a CI timeout, kill) ends a runner the way Ctrl-C does: its ``except`` and
-    ``finally`` blocks stop its children and take its clusters down."""
+    ``finally`` blocks stop its children and take its clusters down. SIGINT too, even when
+    the runner was started in the background (``cmd &`` in a script starts it with SIGINT
+    ignored, and then `kill -INT` did nothing: a mutant matrix kept building and running)."""
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -54,12 +54,13 @@ def test_the_first_sigint_stops_the_children_and_the_way_out_waits_for_it(tmp_pa
     child = children.start(Child("c", [sys.executable, "-c", CHILD, "ignores"], log,
                                  on_kill=lambda: downs.append("c")))
     _ready(log)
+    before = signal.getsignal(signal.SIGINT)  # SIG_IGN when pytest itself runs in the background
     with children.stopped_by_signals("test"):
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C changes nothing
         child.proc.wait(20)
     assert child.code == -9 and downs == ["c"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 def test_a_tee_child_keeps_draining_into_its_log_when_our_stdout_is_gone(tmp_path, monkeypatch):
@@ -102,3 +103,17 @@ def test_a_child_started_with_sigint_ignored_still_gets_it(tmp_path):
         assert child.code is not None and child.code != 0
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+def test_a_runner_started_with_sigint_ignored_still_stops_on_it():
+    """`cmd &` in a script starts a runner with SIGINT ignored; the runner takes it back."""
+    code = ("import signal, time, sys\n"
+            "from karpenter_e2e.runners.children import sigterm_as_ctrl_c\n"
+            "sigterm_as_ctrl_c()\n"
+            "try:\n    print('ready', flush=True)\n    time.sleep(30)\n"
+            "except KeyboardInterrupt:\n    sys.exit(130)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(10) == 130
