@@ -55,6 +55,10 @@ def parser() -> argparse.ArgumentParser:
                    help="the cluster's name (its run directory); distinct per concurrent check")
     p.add_argument("--karpenter-version", default=None,
                    help="Karpenter version (default: the mode's pinned one)")
+    p.add_argument("--karpenter-setting", action="append", default=[], metavar="KEY=VALUE",
+                   help="one of Karpenter's own settings (MIN_VALUES_POLICY=BestEffort, "
+                        "CapacityBuffer=true; repeatable), over expect.yaml's karpenter: block; "
+                        "a key the release does not read is refused, naming those it does")
     p.add_argument("--keep-cluster", action="store_true",
                    help="reuse a running cluster of that name and leave it up (emptied of the "
                         "check's objects) at the end")
@@ -110,9 +114,12 @@ def _write_junit_error(args, message: str) -> None:
 def _main(args, base: Base | None) -> int:
     try:
         the_plan = plan(args.folder, args.expect, args.scale, args.scale_in, args.cluster_name)
+        settings = [f"{k}={v}" for k, v in the_plan.expect.karpenter.items()]
         opts = argparse.Namespace(**{**vars(args), "karpenter_version": args.karpenter_version
-                                     or _default_version(args.cluster)})
+                                     or _default_version(args.cluster),
+                                     "karpenter_setting": settings + args.karpenter_setting})
         backend = backends.create(backends.ClusterOptions.of(opts))
+        backend.check_options()  # a setting the release does not read is bad input
     except (ManifestError, ExpectError, ClusterError) as exc:
         return _bad_input(args, str(exc))
     for warning in the_plan.bundle.warnings:

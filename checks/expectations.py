@@ -74,6 +74,8 @@ class ExpectFile:
     expect: list[Expectation] = field(default_factory=list)
     after_scale_in: list[Expectation] = field(default_factory=list)
     default: bool = False  # the default expectation stands in for missing `expect:` items
+    # `karpenter:` Karpenter's own settings for the check (KEY: VALUE; see karpenter_settings)
+    karpenter: dict[str, str] = field(default_factory=dict)
 
 
 def default_expectations() -> list[Expectation]:
@@ -95,8 +97,8 @@ def load(path: Path | None) -> ExpectFile:
         raise ExpectError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ExpectError(f"{path}: expected a mapping with 'expect:' (and optionally 'scale:', "
-                          "'scale_in:', 'after_scale_in:')")
-    unknown = set(data) - {"scale", "scale_in", "expect", "after_scale_in"}
+                          "'scale_in:', 'after_scale_in:', 'karpenter:')")
+    unknown = set(data) - {"scale", "scale_in", "expect", "after_scale_in", "karpenter"}
     if unknown:
         raise ExpectError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}")
     out = ExpectFile(path, _replicas(path, "scale", data.get("scale")),
@@ -107,9 +109,21 @@ def load(path: Path | None) -> ExpectFile:
                           enumerate(_list(path, "after_scale_in", data.get("after_scale_in")))]
     if out.after_scale_in and not out.scale_in:
         raise ExpectError(f"{path}: after_scale_in needs scale_in (what to scale in)")
+    out.karpenter = _settings(path, data.get("karpenter"))
     if not out.expect:
         out.expect, out.default = default_expectations(), True
     return out
+
+
+def _settings(path: Path, value) -> dict[str, str]:
+    """`karpenter:`: Karpenter's settings, checked against the release when the cluster is made."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, (str, int, bool, float))
+                                              for v in value.values()):
+        raise ExpectError(f"{path}: karpenter: expected KEY: VALUE settings, e.g. "
+                          "{MIN_VALUES_POLICY: BestEffort, CapacityBuffer: true}")
+    return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
 
 
 def _list(path: Path, key: str, value) -> list:

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 from karpenter_e2e.checks.observe import Snapshot, pool_summary, workload_summary
+from karpenter_e2e.clusters import karpenter_settings as ksettings
 
 
 def summarise(snap: Snapshot) -> dict:
@@ -43,8 +44,8 @@ def tables(result: dict) -> str:
     if ran := result.get("ran"):
         out += [f"Ran: Karpenter {ran['karpenter']} ({ran['karpenter_build']} build, sha256 "
                 f"{ran['karpenter_sha256'][:12]}) on Kubernetes {ran['kubernetes']}; feature "
-                f"gates turned on: {', '.join(ran['feature_gates']) or 'none'}; catalogue: "
-                f"{ran['catalogue']}", ""]
+                f"gates turned on: {', '.join(ran['feature_gates']) or 'none'}; settings: "
+                f"{ksettings.render(ran.get('settings') or {})}; catalogue: {ran['catalogue']}", ""]
     out += _phase_tables(result["scale_out"], "After scale-out")
     if result.get("scale_in_result"):
         out += _phase_tables(result["scale_in_result"], f"After scale-in {result['scale_in']}")

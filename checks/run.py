@@ -234,6 +234,7 @@ class Check:
                     "karpenter_sha256": info.versions.get("karpenter_sha256", "unknown"),
                     "kubernetes": info.versions.get("kubernetes", "unknown"),
                     "feature_gates": list(info.feature_gates),
+                    "settings": dict(info.karpenter_settings),
                     "catalogue": _catalogue_summary(info.catalogue)},
             "started": self.started, "finished": time.time(),
             "scale": self.plan.scale, "scale_in": self.plan.scale_in,

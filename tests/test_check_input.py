@@ -145,6 +145,7 @@ def test_ec2nodeclass_maps_to_the_modes_nodeclass(tmp_path):
     ("expect: {pending: 0}", r"expect: expected a list"),
     ("scale: {web: many}", r"scale: expected workload: replicas"),
     ("expectations: []", r"unknown top-level key"),
+    ("karpenter: [MIN_VALUES_POLICY]", r"karpenter: expected KEY: VALUE settings"),
     ("expect: [\n  - pending: [", r"invalid YAML"),
 ])
 def test_bad_expect_file(tmp_path, text, message):
@@ -171,6 +172,26 @@ def test_bad_input_exits_2_before_anything_starts(tmp_path):
     assert not process.pids_using(str(run_dir))
     assert not (tmp_path / "reports").exists()
     assert time.monotonic() - started < 60
+
+
+def test_karpenter_settings_come_from_expect_yaml(tmp_path):
+    path = tmp_path / "expect.yaml"
+    path.write_text("karpenter: {MIN_VALUES_POLICY: BestEffort, CapacityBuffer: true}\n")
+    assert expectations.load(path).karpenter == {"MIN_VALUES_POLICY": "BestEffort",
+                                                 "CapacityBuffer": "true"}
+
+
+def test_a_setting_the_release_does_not_read_is_bad_input_before_anything_starts(tmp_path):
+    name = f"check-badsetting-{int(time.time())}"
+    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.checks", "examples/workshop-basic",
+                           "--cluster-name", name, "--karpenter-setting", "MIN_VALUE_POLICY=x",
+                           "--reports-dir", str(tmp_path / "reports")],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "MIN_VALUE_POLICY: Karpenter v1.15.0 has no such option or feature gate; it reads" \
+        in proc.stderr and "MIN_VALUES_POLICY" in proc.stderr
+    from karpenter_e2e.clusters.local import build
+    assert not (build.cache_dir() / "clusters" / name).exists()
 
 
 # ---- expectations judged on snapshots ---------------------------------------------------------
