@@ -46,6 +46,9 @@ def tables(result: dict) -> str:
                 f"{ran['karpenter_sha256'][:12]}) on Kubernetes {ran['kubernetes']}; feature "
                 f"gates turned on: {', '.join(ran['feature_gates']) or 'none'}; settings: "
                 f"{ksettings.render(ran.get('settings') or {})}; catalogue: {ran['catalogue']}", ""]
+    if "karpenter_log" in result:
+        out += [f"Karpenter's log while the check ran: "
+                f"{result['karpenter_log'] or 'no panic, no error logged 3 times or more'}", ""]
     out += _phase_tables(result["scale_out"], "After scale-out")
     if result.get("scale_in_result"):
         out += _phase_tables(result["scale_in_result"], f"After scale-in {result['scale_in']}")

@@ -20,6 +20,7 @@ from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.kube import NODEPOOL, Kind, Kube
 from karpenter_e2e.clusters.waits import WaitTimeout
+from karpenter_e2e.fixtures import diagnosis
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
 
@@ -186,8 +187,12 @@ class Check:
                         for r in (e.evaluate(in_snap) for e in self.plan.expect.after_scale_in)]
             consolidation = self._consolidation(timeline, t_in, out_snap, in_snap)
         timeline.stop()
-        return self._result(info, out_snap, in_snap, consolidation, results, settled,
-                            settle_error, timeline)
+        result = self._result(info, out_snap, in_snap, consolidation, results, settled,
+                              settle_error, timeline)
+        # A panic or an error Karpenter kept logging while the check ran: said beside the
+        # verdict, not left in karpenter.log alone.
+        result["karpenter_log"] = diagnosis.log_problems(_read_from(info.karpenter_log, offset))
+        return result
 
     def workloads(self, ms: list[Manifest]) -> list[Manifest]:
         return [m for m in ms if m.kind in manifests.WORKLOADS]
