@@ -21,7 +21,14 @@ NODECLASSES = {("karpenter.k8s.aws", "EC2NodeClass"), ("karpenter.kwok.sh", "KWO
 WORKLOADS = {"Deployment", "StatefulSet", "Job", "Pod", "DaemonSet"}
 # Applied as they are and not reported on: what workloads commonly come with.
 SUPPORTING = {"Namespace", "ConfigMap", "Secret", "Service", "ServiceAccount",
-              "PodDisruptionBudget", "PriorityClass", "ResourceQuota", "LimitRange"}
+              "PodDisruptionBudget", "PriorityClass", "ResourceQuota", "LimitRange",
+              # what Karpenter's scheduling reads beside the pods: volume topology, pod
+              # overhead, a buffer's chunks, an overlay's prices and capacity
+              "StorageClass", "PersistentVolume", "PersistentVolumeClaim", "RuntimeClass",
+              "PodTemplate", "CapacityBuffer", "NodeOverlay"}
+# Kinds without a namespace (NodeClasses too, below).
+CLUSTER_SCOPED = {"Namespace", "PriorityClass", "NodePool", "StorageClass", "PersistentVolume",
+                  "RuntimeClass", "NodeOverlay"}
 # Karpenter's pre-v1 kinds: named, so the error can say what replaced them.
 RETIRED = {"Provisioner": "NodePool (karpenter.sh/v1)",
            "AWSNodeTemplate": "EC2NodeClass (karpenter.k8s.aws/v1)",
@@ -37,7 +44,9 @@ PLACEHOLDERS = re.compile(r"<<[^<>\n]+>>|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Z_][A
 KUSTOMIZE_FILES = {"kustomization.yaml", "kustomization.yml", "Kustomization"}
 KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
 # Applied first to last: what others refer to goes first.
-APPLY_ORDER = ["Namespace", "PriorityClass", "EC2NodeClass", "KWOKNodeClass", "NodePool"]
+APPLY_ORDER = ["Namespace", "PriorityClass", "RuntimeClass", "StorageClass", "PersistentVolume",
+               "EC2NodeClass", "KWOKNodeClass", "NodePool", "NodeOverlay",
+               "PersistentVolumeClaim", "PodTemplate", "CapacityBuffer"]
 
 
 class ManifestError(ValueError):
@@ -66,8 +75,7 @@ class Manifest:
     @property
     def namespace(self) -> str | None:
         """The namespace of a namespaced kind ('default' when unset); None if cluster-scoped."""
-        if self.kind in ("Namespace", "PriorityClass", "NodePool") or \
-                (self.group, self.kind) in NODECLASSES:
+        if self.kind in CLUSTER_SCOPED or (self.group, self.kind) in NODECLASSES:
             return None
         return (self.body.get("metadata") or {}).get("namespace") or "default"
 
