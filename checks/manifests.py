@@ -225,9 +225,10 @@ def _reference_problems(bundle: Bundle, rejected: list[Manifest] = ()) -> list[s
     if not bundle.nodepools and not any(m.kind == "NodePool" for m in rejected):
         errors.append(f"{bundle.folder}: no NodePool in any file: nothing for Karpenter to "
                       "launch from")
-    if not bundle.workloads and not any(m.kind in WORKLOADS for m in rejected):
+    if not bundle.workloads and not any(m.kind in WORKLOADS for m in rejected) \
+            and not bundle.of_kind("CapacityBuffer"):
         errors.append(f"{bundle.folder}: no workload (Deployment, StatefulSet, Job, Pod or "
-                      "DaemonSet): nothing to schedule")
+                      "DaemonSet) and no CapacityBuffer: nothing to schedule")
     classes = {m.name for m in [*bundle.manifests, *rejected]
                if (m.group, m.kind) in NODECLASSES and m.name}
     for pool in bundle.nodepools:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 import time
+from typing import cast
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.clusters.karpenter_clock import POD_EVENT_DEDUPE_S
-from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
+from karpenter_e2e.clusters.kube import CAPACITY_BUFFER, NODECLAIM, NODEPOOL, Kube, if_found
 from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 from karpenter_e2e.fixtures.timings import timestamp
@@ -72,6 +73,22 @@ class Settler:
                 out.append(f"{m.kind} {m.name} has {have}/{want} pods")
         return out
 
+    def _buffers_undecided(self) -> list[str]:
+        """CapacityBuffers Karpenter's provisioner has not decided on yet: it writes each one's
+        Provisioning condition after every scheduling round that saw its chunks."""
+        out = []
+        for m in self.bundle.of_kind("CapacityBuffer"):
+            def read(m: Manifest = m) -> dict:
+                return cast(dict, self.kube.custom.get_namespaced_custom_object(
+                    CAPACITY_BUFFER.group, CAPACITY_BUFFER.version, m.namespace or "default",
+                    CAPACITY_BUFFER.plural, m.name, _request_timeout=self.kube.timeout))
+
+            body = if_found(read) or {}
+            conditions = (body.get("status") or {}).get("conditions") or []
+            if not any(c.get("type") == "Provisioning" for c in conditions):
+                out.append(f"CapacityBuffer {m.name} not yet provisioned for")
+        return out
+
     def _claims(self) -> list[dict]:
         return self.kube.list(NODECLAIM)
 
@@ -94,7 +111,7 @@ class Settler:
             quiet = self._note((tuple(sorted(counts.items())),
                                 tuple(sorted((p.metadata.name, p.status.phase) for p in pods)),
                                 tuple(sorted(c["metadata"]["name"] for c in claims))))
-            missing = self._missing(manifests, counts)
+            missing = self._missing(manifests, counts) + self._buffers_undecided()
             ok = not missing and not busy and not undecided and quiet >= QUIET_S
             return Observation(ok, "; ".join(filter(None, [
                 ", ".join(missing), busy, f"{len(undecided)} Pending pods Karpenter has not "
