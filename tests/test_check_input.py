@@ -62,7 +62,14 @@ def good(tmp_path: Path, ns: str = "default") -> dict[str, str]:
 def test_every_example_loads_and_plans():
     for example in check_examples():
         p = plan(example, None, "", "", "test")
-        assert p.bundle.nodepools and p.bundle.workloads and p.expect.expect, example
+        scheduled = p.bundle.workloads or p.bundle.of_kind("CapacityBuffer")
+        assert p.bundle.nodepools and scheduled and p.expect.expect, example
+
+
+def test_a_folder_without_workload_or_buffer_has_nothing_to_schedule(tmp_path):
+    d = folder(tmp_path, **{"pool.yaml": POOL})
+    with pytest.raises(ManifestError, match="no workload .* and no CapacityBuffer"):
+        plan(d, None, "", "", "test")
 
 
 def test_invalid_yaml_names_the_file_and_line(tmp_path):
