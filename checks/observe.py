@@ -9,14 +9,17 @@ functions of it and are unit-tested from recorded snapshots.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from kubernetes import client
+
 from karpenter_e2e.checks.manifests import Bundle
-from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kind, Kube
+from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kind, Kube, if_found
 from karpenter_e2e.clusters.labels import (
     CAPACITY_TYPE,
     CATEGORY,
@@ -202,6 +205,9 @@ def diagnose_pending(kube: Kube, snap: Snapshot, nodeclass: Kind | None,
                           if any(f'"{n}"' in line for n in names))
         pod = kube.core.read_namespaced_pod(pods[0].name, pods[0].namespace,
                                             _request_timeout=kube.timeout)
+        if waiting := volume_wait(kube, pod, messages):
+            out[workload] = waiting
+            continue
         found = diagnosis.verdict(diagnosis.Evidence(
             running, "", [_closest_clause(m, _asks(pod)) for m in messages] + classes, lines))
         if catalogue is not None and found.startswith("no instance type fits"):
@@ -209,6 +215,38 @@ def diagnose_pending(kube: Kube, snap: Snapshot, nodeclass: Kind | None,
             found = f"{'; '.join(gaps)} [{found}]" if gaps else found
         out[workload] = found
     return out
+
+
+NOMINATED_CLAIM = re.compile(r"nodeclaim/([a-z0-9.-]+)")
+
+
+def volume_wait(kube: Kube, pod, messages: list[str]) -> str:
+    """A pod Karpenter placed (Nominated) that waits on a claim nothing binds: which claim,
+    its class and provisioner, and where Karpenter put the pod (its NodeClaim's zone), so an
+    unbound volume does not hide Karpenter's decision. '' when that is not the case."""
+    claims = [v.persistent_volume_claim.claim_name for v in pod.spec.volumes or []
+              if v.persistent_volume_claim]
+    unbound = []
+    for name in claims:
+        pvc = if_found(functools.partial(kube.core.read_namespaced_persistent_volume_claim,
+                                         name, pod.metadata.namespace,
+                                         _request_timeout=kube.timeout))
+        if pvc is not None and pvc.status.phase != "Bound":
+            sc = pvc.spec.storage_class_name
+            cls = if_found(functools.partial(client.StorageV1Api(kube.api).read_storage_class,
+                                             sc, _request_timeout=kube.timeout)) if sc else None
+            unbound.append(f"PersistentVolumeClaim {name} is {pvc.status.phase} (StorageClass "
+                           f"{sc or 'none'}, provisioner {cls.provisioner if cls else '?'})")
+    nominated = [m for m in messages if "Nominated (karpenter)" in m]
+    if not unbound or not nominated:
+        return ""
+    where = ""
+    if m := NOMINATED_CLAIM.search(nominated[-1]):
+        claim = kube.get(NODECLAIM, m[1]) or {}
+        zone = (claim.get("metadata", {}).get("labels") or {}).get(ZONE, "?")
+        where = f"nodeclaim/{m[1]} in {zone}"
+    return (f"waits for its volume, not for Karpenter: {'; '.join(unbound)}; nothing here "
+            f"binds it. Karpenter placed the pod on {where or nominated[-1]}")
 
 
 def pod_requirements(pod) -> list[dict]:

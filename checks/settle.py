@@ -107,7 +107,7 @@ class Settler:
             claims = self._claims()
             busy = _busy(claims)
             pending = [p for p in pods if p.status.phase == "Pending"]
-            undecided = [p.metadata.name for p in pending if not self._karpenter_failed(p)]
+            undecided = [p.metadata.name for p in pending if not self._karpenter_decided(p)]
             quiet = self._note((tuple(sorted(counts.items())),
                                 tuple(sorted((p.metadata.name, p.status.phase) for p in pods)),
                                 tuple(sorted(c["metadata"]["name"] for c in claims))))
@@ -158,12 +158,15 @@ class Settler:
                                "consolidateAfter)", timeout=DEFAULTS.disruption)
         return time.time() - started
 
-    def _karpenter_failed(self, pod) -> bool:
+    def _karpenter_decided(self, pod) -> bool:
+        """Karpenter could not place the pod (FailedScheduling), or placed it on a NodeClaim
+        (Nominated) and the pod waits on something else, e.g. a volume nothing provisions
+        (no NodeClaim launching is the other half, checked beside this)."""
         events = self.kube.core.list_namespaced_event(
             pod.metadata.namespace, field_selector=f"involvedObject.name={pod.metadata.name},"
-                                                   "source=karpenter,reason=FailedScheduling",
+                                                   "source=karpenter",
             _request_timeout=self.kube.timeout).items
-        return bool(events)
+        return any(e.reason in ("FailedScheduling", "Nominated") for e in events)
 
 
 def _busy(claims: list[dict]) -> str:
