@@ -15,6 +15,8 @@ expect:                         # judged once the cluster has settled after scal
   - instance_families: {in: [c6i, m6i]}
   - cost_per_hour: {max: 2.5}                    # USD, catalogue prices (nodepool: optional)
   - nodes: {nodepool: gpu, min: 1, max: 2}
+  - zones: {nodepool: web, min: 3, max_skew: 1}   # distinct zones of the nodes, and how
+                                                 # unevenly the nodes spread over them
 after_scale_in:                 # judged once consolidation has settled after scale_in
   - nodes: {max: 1}
 ```
@@ -37,7 +39,7 @@ import yaml
 from karpenter_e2e.checks.observe import PodView, Snapshot, cost_per_hour, pool_summary
 
 KINDS = ("pending", "pods", "spot_share", "instance_categories", "instance_families",
-         "cost_per_hour", "nodes", "running")
+         "cost_per_hour", "nodes", "running", "zones")
 OPTIONS = {"only_on", "alone", "allow_empty"}  # keys beside an item's kind
 
 
@@ -245,6 +247,22 @@ def _parse_nodes(item: dict):
     return spec, f"nodes{_pool_text(spec)} {_range_text(spec)}"
 
 
+def _parse_zones(item: dict):
+    value = item["zones"]
+    spec = {"min": value} if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(spec, dict) or not {"min", "max", "max_skew"} & set(spec):
+        raise ValueError("expected a number of zones or {min: N, max: N, max_skew: N, "
+                         f"nodepool: ...}}, got {value!r}")
+    for k in ("min", "max", "max_skew"):
+        if k in spec and (not isinstance(spec[k], int) or isinstance(spec[k], bool)):
+            raise ValueError(f"{k} must be a whole number, got {spec[k]!r}")
+    spec = dict(spec)
+    parts = [f"zones {_range_text(spec)}"] if {"min", "max"} & set(spec) else []
+    if "max_skew" in spec:
+        parts.append(f"nodes per zone within {spec['max_skew']} of each other")
+    return spec, " and ".join(parts) + _pool_text(spec)
+
+
 def _parse_running(item: dict):
     if item["running"] != "all":
         raise ValueError(f"expected running: all, got {item['running']!r}")
@@ -254,7 +272,8 @@ def _parse_running(item: dict):
 PARSERS = {"pending": _parse_pending, "pods": _parse_pods, "spot_share": _parse_spot_share,
            "instance_categories": _parse_allowed("instance_categories", "category"),
            "instance_families": _parse_allowed("instance_families", "family"),
-           "cost_per_hour": _parse_cost, "nodes": _parse_nodes, "running": _parse_running}
+           "cost_per_hour": _parse_cost, "nodes": _parse_nodes, "running": _parse_running,
+           "zones": _parse_zones}
 
 
 def _selector(text: str) -> list[tuple[str, str, str | None]]:
@@ -409,7 +428,21 @@ def _judge_nodes(spec: dict, snap: Snapshot):
         f": {', '.join(sorted(n.instance_type for n in nodes))}" if nodes else "")
 
 
+def _judge_zones(spec: dict, snap: Snapshot):
+    nodes = _nodes_of(spec, snap)
+    if not nodes:
+        return _empty(spec, "no nodes" + _pool_text(spec))
+    per: dict[str, int] = {}
+    for n in nodes:
+        per[n.zone] = per.get(n.zone, 0) + 1
+    skew = max(per.values()) - min(per.values())
+    ok = _within(len(per), spec) and skew <= spec.get("max_skew", skew)
+    return ok, (f"{len(per)} zones: " + ", ".join(f"{z}×{c}" for z, c in sorted(per.items()))
+                + f" (skew {skew})")
+
+
 JUDGES = {"pending": _judge_pending, "pods": _judge_pods, "spot_share": _judge_spot_share,
           "instance_categories": _judge_allowed("category"),
           "instance_families": _judge_allowed("family"),
-          "cost_per_hour": _judge_cost, "nodes": _judge_nodes, "running": _judge_running}
+          "cost_per_hour": _judge_cost, "nodes": _judge_nodes, "running": _judge_running,
+          "zones": _judge_zones}

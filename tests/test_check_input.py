@@ -429,3 +429,31 @@ def test_a_family_or_type_the_catalogue_lacks_is_named():
         "instance-family c9zz: the local catalogue has no such family; EC2 has no such family "
         "either",
         "instance-type r6gd.large: the local catalogue has no such type; EKS would offer it"]
+
+
+def test_zones_count_distinct_zones_and_bound_the_skew():
+    def at(name, zone, pool="web"):
+        n = node(name, pool)
+        n.zone = zone
+        return n
+
+    spread = snap([], [at("a1", "us-west-2a"), at("b1", "us-west-2b"), at("c1", "us-west-2c"),
+                       at("a2", "us-west-2a"), at("x", "us-west-2d", pool="other")])
+    r = judge("- zones: {nodepool: web, min: 3, max_skew: 1}\n", spread)[0]
+    assert r.ok and r.seen == "3 zones: us-west-2a×2, us-west-2b×1, us-west-2c×1 (skew 1)"
+    r = judge("- zones: {nodepool: web, max_skew: 0}\n", spread)[0]
+    assert not r.ok and "(skew 1)" in r.seen
+    assert not judge("- zones: {min: 5}\n", spread)[0].ok  # 4 zones over every pool
+    r = judge("- zones: {nodepool: none, min: 1}\n", spread)[0]
+    assert not r.ok and r.seen.startswith("no nodes of NodePool none (nothing to judge")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("expect: [{zones: {skew: 1}}]", r"zones: expected a number of zones or"),
+    ("expect: [{zones: {min: 1.5}}]", r"zones: min must be a whole number"),
+])
+def test_bad_zones_expectation(tmp_path, text, message):
+    path = tmp_path / "expect.yaml"
+    path.write_text(text)
+    with pytest.raises(ExpectError, match=message):
+        expectations.load(path)
