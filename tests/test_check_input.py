@@ -153,6 +153,8 @@ def test_ec2nodeclass_maps_to_the_modes_nodeclass(tmp_path):
     ("scale: {web: many}", r"scale: expected workload: replicas"),
     ("expectations: []", r"unknown top-level key"),
     ("karpenter: [MIN_VALUES_POLICY]", r"karpenter: expected KEY: VALUE settings"),
+    ("expect: [{zones: {skew: 1}}]", r"zones: expected a number of zones or"),
+    ("expect: [{zones: {min: 1.5}}]", r"zones: min must be a whole number"),
     ("expect: [\n  - pending: [", r"invalid YAML"),
 ])
 def test_bad_expect_file(tmp_path, text, message):
@@ -446,14 +448,3 @@ def test_zones_count_distinct_zones_and_bound_the_skew():
     assert not judge("- zones: {min: 5}\n", spread)[0].ok  # 4 zones over every pool
     r = judge("- zones: {nodepool: none, min: 1}\n", spread)[0]
     assert not r.ok and r.seen.startswith("no nodes of NodePool none (nothing to judge")
-
-
-@pytest.mark.parametrize("text,message", [
-    ("expect: [{zones: {skew: 1}}]", r"zones: expected a number of zones or"),
-    ("expect: [{zones: {min: 1.5}}]", r"zones: min must be a whole number"),
-])
-def test_bad_zones_expectation(tmp_path, text, message):
-    path = tmp_path / "expect.yaml"
-    path.write_text(text)
-    with pytest.raises(ExpectError, match=message):
-        expectations.load(path)
