@@ -11,6 +11,7 @@ expect:                         # judged once the cluster has settled after scal
     only_on: {karpenter.k8s.aws/instance-gpu-manufacturer: nvidia}
     alone: true                                  # ... and no other pod on their nodes
   - spot_share: {nodepool: spot, min: 0.8}       # share of the pool's nodes on spot
+  - pod_share: {pods: app=trainer, min: 0.8}     # share of those pods on spot nodes
   - instance_categories: {in: [c, m, r]}         # every node's category (nodepool: optional)
   - instance_families: {in: [c6i, m6i]}
   - cost_per_hour: {max: 2.5}                    # USD, catalogue prices (nodepool: optional)
@@ -39,7 +40,7 @@ import yaml
 from karpenter_e2e.checks.observe import PodView, Snapshot, cost_per_hour, pool_summary
 
 KINDS = ("pending", "pods", "spot_share", "instance_categories", "instance_families",
-         "cost_per_hour", "nodes", "running", "zones")
+         "cost_per_hour", "nodes", "running", "zones", "pod_share")
 OPTIONS = {"only_on", "alone", "allow_empty"}  # keys beside an item's kind
 
 
@@ -226,6 +227,14 @@ def _parse_spot_share(item: dict):
     return spec, f"spot share of nodes{_pool_text(spec)} {_range_text(spec)}"
 
 
+def _parse_pod_share(item: dict):
+    value = dict(item["pod_share"]) if isinstance(item["pod_share"], dict) else item["pod_share"]
+    sel = value.pop("pods", None) if isinstance(value, dict) else None
+    spec = _bounds(value, "min")
+    spec["selector"] = _selector(sel) if sel else []
+    return spec, f"share of {f'pods of {sel}' if sel else 'pods'} on spot nodes {_range_text(spec)}"
+
+
 def _parse_allowed(key: str, label: str):
     def parse(item: dict):
         value = item[key]
@@ -273,7 +282,7 @@ PARSERS = {"pending": _parse_pending, "pods": _parse_pods, "spot_share": _parse_
            "instance_categories": _parse_allowed("instance_categories", "category"),
            "instance_families": _parse_allowed("instance_families", "family"),
            "cost_per_hour": _parse_cost, "nodes": _parse_nodes, "running": _parse_running,
-           "zones": _parse_zones}
+           "zones": _parse_zones, "pod_share": _parse_pod_share}
 
 
 def _selector(text: str) -> list[tuple[str, str, str | None]]:
@@ -428,6 +437,18 @@ def _judge_nodes(spec: dict, snap: Snapshot):
         f": {', '.join(sorted(n.instance_type for n in nodes))}" if nodes else "")
 
 
+def _judge_pod_share(spec: dict, snap: Snapshot):
+    """Pods, not nodes: a Pending pod counts as a pod not on spot."""
+    pods = [p for p in snap.pods if _matches(p, spec) and p.phase != "Terminating"]
+    if not pods:
+        return _empty(spec, "no pod matches")
+    on_spot = [p for p in pods if p.node and (n := snap.node(p.node)) is not None
+               and n.capacity_type == "spot"]
+    share = len(on_spot) / len(pods)
+    return _within(round(share, 3), spec), (f"{share:.2f}: {len(on_spot)} of {len(pods)} pods "
+                                            f"on spot nodes")
+
+
 def _judge_zones(spec: dict, snap: Snapshot):
     nodes = _nodes_of(spec, snap)
     if not nodes:
@@ -445,4 +466,4 @@ JUDGES = {"pending": _judge_pending, "pods": _judge_pods, "spot_share": _judge_s
           "instance_categories": _judge_allowed("category"),
           "instance_families": _judge_allowed("family"),
           "cost_per_hour": _judge_cost, "nodes": _judge_nodes, "running": _judge_running,
-          "zones": _judge_zones}
+          "zones": _judge_zones, "pod_share": _judge_pod_share}

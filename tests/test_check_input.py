@@ -448,3 +448,14 @@ def test_zones_count_distinct_zones_and_bound_the_skew():
     assert not judge("- zones: {min: 5}\n", spread)[0].ok  # 4 zones over every pool
     r = judge("- zones: {nodepool: none, min: 1}\n", spread)[0]
     assert not r.ok and r.seen.startswith("no nodes of NodePool none (nothing to judge")
+
+
+def test_pod_share_counts_pods_on_spot_nodes_and_pending_ones_against():
+    s = snap([pod("a", "n1"), pod("b", "n1"), pod("c", "n2"), pod("d", "", phase="Pending"),
+              pod("x", "n2", workload="Deployment/ml/other")],
+             [node("n1", "default", ct="spot"), node("n2", "default")])
+    r = judge("- pod_share: {pods: app=web, min: 0.5}\n", s)[0]
+    assert r.ok and r.seen == "0.50: 2 of 4 pods on spot nodes"
+    assert not judge("- pod_share: {pods: app=web, min: 0.8}\n", s)[0].ok
+    assert judge("- pod_share: {max: 0.4}\n", s)[0].ok  # 2 of 5 over every pod
+    assert not judge("- pod_share: {pods: app=none, min: 0.1}\n", s)[0].ok
