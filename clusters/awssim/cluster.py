@@ -52,6 +52,13 @@ class AwsSimCluster(LocalCluster):
         self.ami = ami
         self.aws_file = self.run_dir / "aws.json"
 
+    def check_options(self) -> None:
+        """No Karpenter settings here (backends refuses them): nothing to read from a core
+        module, whose release may not even match the provider's (v1.13.1's core is v1.13.0)."""
+        if self.settings:
+            raise ClusterError("Karpenter settings are for local mode (aws-sim does not read "
+                               "the provider's options yet)")
+
     @staticmethod
     def check_version(version: str) -> None:
         """A provider release: refused unless the proxy serves it and the core its go.mod
