@@ -37,7 +37,7 @@ def add_options(add: Callable[..., Any], flag: Callable[[str], str] = cli_flag) 
     add("catalogue-without", default=None,
         help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64")
     add("karpenter-setting", action="append", default=[], metavar="KEY=VALUE",
-        help="local: one of Karpenter's own settings for the run, an option's environment "
+        help="local, aws-sim: one of Karpenter's own settings for the run, an option's environment "
              "name (MIN_VALUES_POLICY=BestEffort) or a feature gate (CapacityBuffer=true); "
              "repeatable. A key the release does not read is refused, naming those it does")
     add("karpenter-patch", default=None, metavar="FILE",
@@ -147,10 +147,10 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
                             apiserver_port=opts.apiserver_port,
                             catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag),
                             kubernetes_version=opts.kubernetes_version, settings=settings)
-    if settings:
-        raise ClusterError(f"{flag('karpenter-setting')} is for local mode ({mode}: "
+    if settings and mode in ("kind", "eks"):
+        raise ClusterError(f"{flag('karpenter-setting')} is for local and aws-sim mode ({mode}: "
                            + ("Helm's values set Karpenter's options" if mode == "eks" else
-                              "not read from the provider's options yet") + ")")
+                              "not built into the kind images yet") + ")")
     if opts.kubernetes_version and mode in ("kind", "eks"):
         raise ClusterError(f"{flag('kubernetes-version')} is for local and aws-sim mode ({mode}: "
                            f"the node image's or the EKS cluster's own Kubernetes)")
@@ -167,7 +167,7 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
                              apiserver_port=opts.apiserver_port,
                              ami=opts.eks_ami or "al2023@latest",
                              mutant=_mutant(opts, flag),
-                             kubernetes_version=opts.kubernetes_version)
+                             kubernetes_version=opts.kubernetes_version, settings=settings)
     if mode == "kind":
         from karpenter_e2e.clusters.kind.cluster import KindCluster
         return KindCluster(opts.cluster_name, opts.karpenter_version,

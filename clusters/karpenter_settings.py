@@ -23,7 +23,8 @@ from karpenter_e2e.clusters.errors import ClusterError
 RESERVED = frozenset({"KUBECONFIG", "DISABLE_LEADER_ELECTION", "METRICS_PORT",
                       "HEALTH_PROBE_PORT", "FEATURE_GATES", "INSTANCE_TYPES_FILE_PATH",
                       "KARPENTER_SERVICE", "SYSTEM_NAMESPACE", "DISABLE_WEBHOOK",
-                      "CLUSTER_NAME", "CLUSTER_ENDPOINT", "INTERRUPTION_QUEUE"})
+                      "CLUSTER_NAME", "CLUSTER_ENDPOINT", "INTERRUPTION_QUEUE",
+                      "CLUSTER_CA_BUNDLE"})
 
 OPTION_FILES = ("pkg/operator/options/options.go", "kwok/options/options.go")
 _ENV = re.compile(r'env\.WithDefault\w*\(\s*"([A-Z][A-Z0-9_]*)"\s*,\s*')

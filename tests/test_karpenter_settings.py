@@ -109,11 +109,30 @@ def test_settings_reach_karpenter_s_environment_and_nothing_of_the_shell(monkeyp
     assert cluster.info().karpenter_settings["BATCH_IDLE_DURATION"] == "2s"
 
 
-def test_other_modes_refuse_settings():
+def test_kind_and_eks_refuse_settings():
     from karpenter_e2e.clusters import backends
-    with pytest.raises(ClusterError, match="--karpenter-setting is for local mode"):
-        backends.create(backends.ClusterOptions(cluster="aws-sim",
+    with pytest.raises(ClusterError, match="--karpenter-setting is for local and aws-sim mode"):
+        backends.create(backends.ClusterOptions(cluster="kind",
                                                 karpenter_setting=("LOG_LEVEL=debug",)))
+
+
+def test_aws_sim_takes_the_core_s_and_the_provider_s_options(monkeypatch):
+    from karpenter_e2e.clusters import backends
+    sim = backends.create(backends.ClusterOptions(
+        cluster="aws-sim", karpenter_setting=("RESERVED_ENIS=1", "BATCH_IDLE_DURATION=2s",
+                                              "SpotToSpotConsolidation=true")))
+    sim.check_options()
+    monkeypatch.setattr(sim, "aws_endpoint", lambda: "http://127.0.0.1:1")
+    monkeypatch.setattr(sim, "_apiserver_url", lambda: "https://127.0.0.1:2")
+    env = sim._karpenter_env()
+    gates = dict(kv.split("=") for kv in env["FEATURE_GATES"].split(","))
+    assert env["RESERVED_ENIS"] == "1" and env["BATCH_IDLE_DURATION"] == "2s"
+    assert gates["SpotToSpotConsolidation"] == "true"
+    bad = backends.create(backends.ClusterOptions(cluster="aws-sim",
+                                                  karpenter_setting=("NO_SUCH=1",)))
+    with pytest.raises(ClusterError, match="NO_SUCH: Karpenter v1.15.0 has no such option .*"
+                                           "RESERVED_ENIS"):
+        bad.check_options()
 
 
 def test_aws_sim_reads_no_core_module_for_settings(monkeypatch):

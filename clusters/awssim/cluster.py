@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from karpenter_e2e.clusters import features, karpenter_settings as ksettings
 from karpenter_e2e.clusters.awssim import build as awsbuild, provider_releases
 from karpenter_e2e.clusters.awssim.seed import Seeded
 from karpenter_e2e.clusters.base import ClusterInfo
@@ -37,6 +38,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws")
 
 
+def release_settings(version: str) -> ksettings.Known:
+    """What provider release ``version`` reads: the options and gates of the core it builds
+    with, and the provider's own options (pkg/operator/options/options.go)."""
+    core = provider_releases.core_of(version)
+    base = ksettings.known(core, build.download_karpenter(core))
+    provider = ksettings.read_options(awsbuild.module_dir(version))
+    return ksettings.Known(version, {**base.options, **provider}, base.gates)
+
+
 class AwsSimCluster(LocalCluster):
     mode = "aws-sim"
     feature_gates = ()  # the AWS provider runs with its defaults (its env sets none)
@@ -46,18 +56,27 @@ class AwsSimCluster(LocalCluster):
     def __init__(self, name: str = "awssim-e2e",
                  karpenter_version: str = versions.AWS_PROVIDER,
                  apiserver_port: int | None = None, ami: str = "al2023@latest",
-                 mutant: Mutant | None = None, kubernetes_version: str | None = None):
+                 mutant: Mutant | None = None, kubernetes_version: str | None = None,
+                 settings: dict[str, str] | None = None):
         super().__init__(name, karpenter_version, apiserver_port=apiserver_port, mutant=mutant,
-                         kubernetes_version=kubernetes_version)
+                         kubernetes_version=kubernetes_version, settings=settings)
         self.ami = ami
         self.aws_file = self.run_dir / "aws.json"
 
     def check_options(self) -> None:
-        """No Karpenter settings here (backends refuses them): nothing to read from a core
-        module, whose release may not even match the provider's (v1.13.1's core is v1.13.0)."""
+        """Refuse a setting neither the core the provider builds with nor the provider reads.
+        Without settings nothing is read: a provider release's version need not be a served
+        core release (v1.13.1's core is v1.13.0)."""
         if self.settings:
-            raise ClusterError("Karpenter settings are for local mode (aws-sim does not read "
-                               "the provider's options yet)")
+            self.known_settings(self.karpenter_version)
+
+    def known_settings(self, version: str) -> ksettings.Known:
+        """The core's options and gates (the core release this provider release builds
+        with) and the provider's own options, with this cluster's settings checked."""
+        if version not in self._known:
+            self._known[version] = release_settings(version)
+        ksettings.check(self.settings, self._known[version])
+        return self._known[version]
 
     @staticmethod
     def check_version(version: str) -> None:
@@ -169,7 +188,15 @@ class AwsSimCluster(LocalCluster):
         if not endpoint:
             raise ClusterError(f"the fake AWS of {self.name!r} is not running: start the "
                                "cluster with `up`")
-        return {"CLUSTER_NAME": self.name, "CLUSTER_ENDPOINT": self._apiserver_url(),
+        env: dict[str, str | None] = {}
+        if self.settings:  # the provider's defaults otherwise (no FEATURE_GATES of ours)
+            version = version or self.karpenter_version
+            options, on, off = ksettings.split(self.settings, self.known_settings(version))
+            env |= options
+            if on or off:
+                env["FEATURE_GATES"] = features.feature_gates_env(
+                    provider_releases.core_of(version), on, off)
+        return env | {"CLUSTER_NAME": self.name, "CLUSTER_ENDPOINT": self._apiserver_url(),
                 "AWS_REGION": REGION, "AWS_ENDPOINT_URL": endpoint,
                 "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                 "AWS_SESSION_TOKEN": None, "AWS_PROFILE": None,
