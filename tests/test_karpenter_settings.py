@@ -146,3 +146,21 @@ def test_aws_sim_reads_no_core_module_for_settings(monkeypatch):
 
     monkeypatch.setattr(build, "download_karpenter", refuse)
     AwsSimCluster("settings-awssim").check_options()
+
+
+@pytest.mark.parametrize("version", ["v1.5.5", "v1.13.0"])
+def test_settings_markers_plan_on_releases_without_the_option_or_gate(version):
+    """min-values declares MIN_VALUES_POLICY=Strict, which v1.5.5 does not read (it is strict
+    anyway); capacity-buffer's gate is unknown before v1.14.0, where the feature marker skips
+    it. Neither may stop the plan; BestEffort gets its lane only where it exists."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    proc = subprocess.run(
+        [sys.executable, "-m", "karpenter_e2e.runners.e2e", "--dry-run", "--",
+         "--karpenter-version", version, "--karpenter-scenario",
+         "min-values,min-values-best-effort,capacity-buffer"],
+        capture_output=True, text=True, timeout=300, cwd=Path(__file__).parent.parent)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert ("MIN_VALUES_POLICY=BestEffort" in proc.stdout) == (version == "v1.13.0"), proc.stdout
+    assert "CapacityBuffer=true" not in proc.stdout
