@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import re
 import time
-from typing import cast
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.clusters.karpenter_clock import POD_EVENT_DEDUPE_S
-from karpenter_e2e.clusters.kube import CAPACITY_BUFFER, NODECLAIM, NODEPOOL, Kube, if_found
+from karpenter_e2e.clusters.kube import CAPACITY_BUFFER, NODECLAIM, NODEPOOL, Kube
 from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 from karpenter_e2e.fixtures.timings import timestamp
@@ -76,18 +75,15 @@ class Settler:
     def _buffers_undecided(self) -> list[str]:
         """CapacityBuffers Karpenter's provisioner has not decided on yet: it writes each one's
         Provisioning condition after every scheduling round that saw its chunks."""
-        out = []
-        for m in self.bundle.of_kind("CapacityBuffer"):
-            def read(m: Manifest = m) -> dict:
-                return cast(dict, self.kube.custom.get_namespaced_custom_object(
-                    CAPACITY_BUFFER.group, CAPACITY_BUFFER.version, m.namespace or "default",
-                    CAPACITY_BUFFER.plural, m.name, _request_timeout=self.kube.timeout))
-
-            body = if_found(read) or {}
-            conditions = (body.get("status") or {}).get("conditions") or []
-            if not any(c.get("type") == "Provisioning" for c in conditions):
-                out.append(f"CapacityBuffer {m.name} not yet provisioned for")
-        return out
+        wanted = self.bundle.of_kind("CapacityBuffer")
+        provisioned = set()
+        for namespace in {m.namespace or "default" for m in wanted}:  # one list, as for claims
+            for body in self.kube.list(CAPACITY_BUFFER, namespace=namespace):
+                conditions = (body.get("status") or {}).get("conditions") or []
+                if any(c.get("type") == "Provisioning" for c in conditions):
+                    provisioned.add((namespace, body["metadata"]["name"]))
+        return [f"CapacityBuffer {m.name} not yet provisioned for" for m in wanted
+                if (m.namespace or "default", m.name) not in provisioned]
 
     def _claims(self) -> list[dict]:
         return self.kube.list(NODECLAIM)

@@ -135,6 +135,21 @@ def _mutant(opts: ClusterOptions, flag: Callable[[str], str]):
     return mutant
 
 
+def release_settings(opts: ClusterOptions):
+    """What the Karpenter release ``opts`` run reads (``karpenter_settings.Known``, from the
+    release's own options.go; aws-sim: its core's and the provider's), or None where
+    Helm's values decide (eks)."""
+    from karpenter_e2e.clusters import karpenter_settings
+    if opts.cluster == "aws-sim":
+        from karpenter_e2e.clusters.awssim.cluster import release_settings as provider
+        return provider(opts.karpenter_version)
+    if opts.cluster in ("local", "kind"):
+        from karpenter_e2e.clusters.local import build
+        return karpenter_settings.known(opts.karpenter_version,
+                                        build.download_karpenter(opts.karpenter_version))
+    return None
+
+
 def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Cluster:
     """The backend ``opts`` choose; ``flag`` names the options in refusals as the caller's
     command line spells them (the plugin passes flags.plugin_flag)."""
