@@ -10,6 +10,30 @@ import pytest
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _go_caches_outside_home():
+    """pytester moves HOME into each test's tmp dir, and Go's caches follow HOME: a child
+    run that reads a Karpenter module would download it (350 MB, 100k files) into the tmp
+    dir, and a later pytest's numbered-dir cleanup would spend seconds deleting it (seen:
+    Ctrl-C of an xdist run taking 24 s). The machine's own caches stay in force instead."""
+    if not shutil.which("go"):
+        yield
+        return
+    import os
+    import subprocess
+    names = ("GOPATH", "GOMODCACHE", "GOCACHE")
+    values = subprocess.run(["go", "env", *names], capture_output=True, text=True,
+                            check=True).stdout.split("\n")
+    saved = {n: os.environ.get(n) for n in names}
+    os.environ.update({n: v for n, v in zip(names, values) if v})
+    yield
+    for n, v in saved.items():
+        if v is None:
+            os.environ.pop(n, None)
+        else:
+            os.environ[n] = v
+
+
 @pytest.fixture(scope="session")
 def provider_module() -> Path:
     """The pinned Karpenter AWS provider module in the Go module cache (downloaded from the

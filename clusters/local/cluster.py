@@ -582,8 +582,11 @@ class LocalCluster:
             self._save_state(karpenter_pid=None)
 
     def check_options(self) -> None:
-        """Refuse a setting the release does not read (the rest the constructor refused)."""
-        self.known_settings(self.karpenter_version)
+        """Refuse a setting the release does not read (the rest the constructor refused).
+        Without settings nothing is read: the release's module is downloaded (hundreds of MB
+        into a fresh GOMODCACHE) only when its options are needed."""
+        if self.settings:
+            self.known_settings(self.karpenter_version)
 
     def known_settings(self, version: str) -> ksettings.Known:
         """What Karpenter ``version`` reads, with this cluster's settings checked against it."""
