@@ -19,19 +19,14 @@ def _go_caches_outside_home():
     if not shutil.which("go"):
         yield
         return
-    import os
     import subprocess
     names = ("GOPATH", "GOMODCACHE", "GOCACHE")
     values = subprocess.run(["go", "env", *names], capture_output=True, text=True,
-                            check=True).stdout.split("\n")
-    saved = {n: os.environ.get(n) for n in names}
-    os.environ.update({n: v for n, v in zip(names, values) if v})
-    yield
-    for n, v in saved.items():
-        if v is None:
-            os.environ.pop(n, None)
-        else:
-            os.environ[n] = v
+                            check=True).stdout.splitlines()
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in zip(names, values, strict=True):
+            mp.setenv(name, value)
+        yield
 
 
 @pytest.fixture(scope="session")
