@@ -56,6 +56,9 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
                        "the annotation); v1.11.2 accepts only \"true\""),
     Feature("balanced-consolidation", "consolidationPolicy Balanced", "v1.14.0",
             f"{NODEPOOL_CRD}: spec.disruption.consolidationPolicy enum has Balanced"),
+    Feature("requirement-gte-lte", "requirement operators Gte and Lte", "v1.9.0",
+            "pkg/apis/crds/karpenter.sh_nodepools.yaml: the requirements' operator enum has "
+            "Gte and Lte (pkg/scheduling/requirement.go reads them as inclusive bounds)"),
     Feature("min-values-policy", "MIN_VALUES_POLICY (Strict / BestEffort)", "v1.6.4",
             f"{OPTIONS}: --min-values-policy / MIN_VALUES_POLICY"),
     Feature("node-repair", "node repair (NodeRepair gate)", "v1.1.5",

@@ -282,6 +282,33 @@ def test_exists_and_does_not_exist_follow_the_label(nodepool_factory, inflate_fa
     timings.notes["karpenter_said"] = said[:300]
 
 
+@pytest.mark.scenario("requirement-gte-lte")
+@pytest.mark.covers("nodepool.requirements.Gte", "nodepool.requirements.Lte")
+@pytest.mark.karpenter_feature("requirement-gte-lte")
+def test_gte_and_lte_bound_the_instance_size(nodepool_factory, inflate_factory, expect, timings):
+    """The default pool with instance-cpu Gte 8 and Lte 16: a 1-vCPU pod, which a 2-vCPU type
+    would fit at a quarter of the price, gets an 8-vCPU node (both bounds are inclusive), and
+    its NodeClaim carries the two bounds as Karpenter planned them."""
+    with allure.step(f"given the default pool with {CPUS} Gte 8 and Lte 16, and inflate at 1"):
+        spec = narrow(nodepool_factory.spec("default"), require(CPUS, "Gte", "8"),
+                      require(CPUS, "Lte", "16"))
+        pool = nodepool_factory(spec, name="bounded")
+        inflate = inflate_factory(replicas=1, node_selector=pool.template_labels, cpu="1")
+
+    with allure.step("expect an 8-vCPU node, and a NodeClaim bounded at 8 and 16"):
+        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        cpus = {n.metadata.name: n.metadata.labels.get(CPUS) for n in nodes}
+        # The cheapest type inside the bounds: a Gte read as Gt would make it 16.
+        assert set(cpus.values()) == {"8"}, f"{CPUS} of the pool's nodes: {cpus}"
+        (claim,) = expect.nodeclaims(pool)
+        bounds = sorted((r["operator"], r.get("values")) for r in
+                        claim["spec"]["requirements"] if r["key"] == CPUS)
+        assert bounds == [("Gte", ["8"]), ("Lte", ["16"])], \
+            f"NodeClaim {claim['metadata']['name']}'s {CPUS} requirements: {bounds}"
+    timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
+
+
 def zone_terms(*zones: str) -> list[dict]:
     return [{"matchExpressions": [require(ZONE, "In", z)]} for z in zones]
 

@@ -197,6 +197,9 @@ PROBES = {
     "do-not-disrupt-duration": lambda t: "func parseDoNotDisrupt" in text(t, "pkg/utils/pod/scheduling.go"),
     "balanced-consolidation": lambda t: "Balanced" in (prop(v1_nodepool(t), "spec", "disruption",
                                                             "consolidationPolicy") or {}).get("enum", []),
+    "requirement-gte-lte": lambda t: "Gte" in prop(
+        v1_nodepool(t), "spec", "template", "spec", "requirements")["items"]["properties"]
+    ["operator"].get("enum", []),
     "min-values-policy": lambda t: "MIN_VALUES_POLICY" in text(t, features.OPTIONS),
     "node-repair": lambda t: '"NodeRepair' in text(t, features.OPTIONS),
     "kwok-unhealthy-fault": lambda t: "KWOKUnhealthyCondition" in text(
