@@ -287,7 +287,9 @@ INPUTS: tuple[Input, ...] = (
        "template startupTaints: ignored for scheduling, put on the node at registration; "
        "the NodeClaim is Initialized only once they are gone",
        "pkg/controllers/nodeclaim/lifecycle/registration.go:Registration.syncNode",
-       "pkg/controllers/nodeclaim/lifecycle/initialization.go:StartupTaintsRemoved"),
+       "pkg/controllers/nodeclaim/lifecycle/initialization.go:StartupTaintsRemoved",
+       "pkg/controllers/state/statenode.go:StateNode.Taints",
+       proved_by=("startup-taints-kept-in-simulation", "initialized-with-startup-taints")),
     _i("nodepool.template.nodeClassRef", "nodepool",
        "template nodeClassRef: which NodeClass launches; a change drifts the pool's "
        "NodeClaims (the template hash)",

@@ -1,5 +1,7 @@
 """Placement (workshop 003, seeds 000/004): pods land on the pool, zone, arch and types they ask for."""
 
+import time
+
 import allure
 import pytest
 
@@ -16,8 +18,9 @@ from karpenter_e2e.clusters.labels import (
     ZONE,
 )
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
+from karpenter_e2e.fixtures.expect import claim_requirement, condition, describe_claims
 from karpenter_e2e.fixtures.nodepools import narrow, require
+from karpenter_e2e.fixtures.timings import timestamp
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 
@@ -554,3 +557,69 @@ def test_pods_asking_one_host_port_get_a_nodeclaim_each(nodepool_factory, inflat
         assert len(nodes) == 3, f"3 pods asking one hostPort on {len(nodes)} nodes"
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         expect.expect_nodes_satisfy(pool, nodes)
+
+
+STARTUP_TAINT = {"key": "karpenter-e2e/agent", "value": "starting", "effect": "NoSchedule"}
+
+
+@pytest.mark.scenario("startup-taints")
+@pytest.mark.covers("nodepool.template.startupTaints")
+def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
+        nodepool_factory, inflate_factory, expect, cluster, timings):
+    """A pool whose template has a startup taint (an agent's "not ready yet") and a pod that
+    does not tolerate it: Karpenter launches for the pod anyway, puts the taint on the node
+    at registration, keeps the NodeClaim uninitialized (StartupTaintsExist) and launches no
+    second one while the pod waits; once the agent takes the taint off, the NodeClaim is
+    Initialized and the pod runs there."""
+    with allure.step(f"given the default pool with startup taint {STARTUP_TAINT['key']} and "
+                     f"inflate at 1 without a toleration"):
+        pool = nodepool_factory("default", spec={"template": {"spec": {
+            "startupTaints": [STARTUP_TAINT]}}})
+        inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
+
+    with allure.step("expect a NodeClaim anyway, and its node registered with the taint"):
+        def registered() -> Observation:
+            claims = expect.nodeclaims(pool)
+            done = [c for c in claims if (condition(c, "Registered") or {}).get("status") == "True"]
+            return Observation(len(done) == 1, f"NodeClaims {describe_claims(claims)}",
+                               done[0] if done else None)
+
+        claim = expect.eventually(registered, f"a NodeClaim of {pool.name} registered")
+        name, node_name = claim["metadata"]["name"], claim["status"]["nodeName"]
+        (node,) = [n for n in expect.nodes(pool) if n.metadata.name == node_name]
+        taints = [t.key for t in node.spec.taints or []]
+        assert STARTUP_TAINT["key"] in taints, f"node {node_name}'s taints: {taints}"
+
+    with allure.step("expect it uninitialized, and no second NodeClaim, while the taint is on"):
+        def held() -> Observation:
+            claims = expect.nodeclaims(pool)
+            init = condition(next((c for c in claims if c["metadata"]["name"] == name), {}),
+                             "Initialized") or {}
+            ok = ({c["metadata"]["name"] for c in claims} == {name}
+                  and init.get("status") != "True" and init.get("reason") == "StartupTaintsExist")
+            return Observation(ok, f"Initialized {init.get('status')} ({init.get('reason')}: "
+                                   f"{init.get('message')}); NodeClaims {describe_claims(claims)}")
+
+        # Longer than Karpenter's batch window and the kube-scheduler's retries: a pass that
+        # took the taint as permanent would launch another node for the waiting pod.
+        expect.consistently(held, f"NodeClaim {name} held uninitialized, alone", 20)
+
+    with allure.step("take the taint off, as the agent would"):
+        cluster.kube.remove_node_taint(node_name, STARTUP_TAINT["key"])
+        removed = time.time()
+
+    with allure.step("expect the NodeClaim Initialized and the pod running on its node"):
+        def initialized() -> Observation:
+            claim = next((c for c in expect.nodeclaims(pool) if c["metadata"]["name"] == name), {})
+            init = condition(claim, "Initialized") or {}
+            return Observation(init.get("status") == "True", f"Initialized: {init}", init)
+
+        init = expect.eventually(initialized, f"NodeClaim {name} to be Initialized", timeout=30)
+        at = timestamp(init["lastTransitionTime"])
+        assert removed - 1 <= at, \
+            f"NodeClaim {name} Initialized {removed - at:.0f}s before its startup taint was removed"
+        nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
+        assert [n.metadata.name for n in nodes] == [node_name], \
+            f"the pod runs on {[n.metadata.name for n in nodes]}, not {node_name}"
+        assert [c["metadata"]["name"] for c in expect.nodeclaims(pool)] == [name]
+    timings.record(removed_to_initialized_s=round(at - removed, 1))
