@@ -610,7 +610,7 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
 
     with allure.step("expect the NodeClaim Initialized and the pod running on its node"):
         def initialized() -> Observation:
-            now = next((c for c in expect.nodeclaims(pool) if c["metadata"]["name"] == name), {})
+            now: dict = next((c for c in expect.nodeclaims(pool) if c["metadata"]["name"] == name), {})
             init = condition(now, "Initialized") or {}
             return Observation(init.get("status") == "True", f"Initialized: {init}", init)
 
