@@ -151,13 +151,14 @@ INPUTS: tuple[Input, ...] = (
     _i("pod.topologySpread.minDomains", "pod",
        "topologySpreadConstraints minDomains: fewer domains than this count as a global "
        "minimum of 0",
-       f"{SCHED}/topologygroup.go:TopologyGroup.domainMinCount"),
+       f"{SCHED}/topologygroup.go:TopologyGroup.domainMinCount",
+       proved_by=("min-domains-ignored",)),
     _i("pod.topologySpread.whenUnsatisfiable", "pod",
        "topologySpreadConstraints whenUnsatisfiable: ScheduleAnyway is a preference Karpenter "
        "relaxes away (and ignores under PREFERENCE_POLICY Ignore); DoNotSchedule is kept",
        f"{SCHED}/preferences.go:Preferences.removeTopologySpreadScheduleAnyway",
        f"{SCHED}/topology.go:Topology.newForTopologies",
-       gap="the scenarios use DoNotSchedule only: ScheduleAnyway's relaxation is not exercised"),
+       proved_by=("schedule-anyway-never-relaxed",)),
     _i("pod.topologySpread.nodeAffinityPolicy", "pod",
        "topologySpreadConstraints nodeAffinityPolicy: whether domains the pod's node "
        "affinity excludes count",

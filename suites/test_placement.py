@@ -24,11 +24,12 @@ from karpenter_e2e.fixtures.timings import timestamp
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 
-def spread_over(key: str) -> dict:
-    """inflate's pods spread over ``key`` (maxSkew 1, DoNotSchedule), as a pod spec fragment."""
+def spread_over(key: str, app: str = "inflate") -> dict:
+    """A workload's pods spread over ``key`` (maxSkew 1, DoNotSchedule), as a pod spec fragment."""
     return {"topologySpreadConstraints": [{
         "maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule",
-        "labelSelector": {"matchLabels": {"app": "inflate"}}}]}
+        "labelSelector": {"matchLabels": {"app": app}}}]}
+
 
 
 def running_in_default_pool(nodepool_factory, inflate_factory, expect, what: str,
@@ -160,6 +161,89 @@ def test_zone_spread_pods_get_one_node_per_zone(nodepool_factory, inflate_factor
         zones = {n.metadata.name: n.metadata.labels.get(ZONE) for n in nodes}
         assert len(set(zones.values())) == 3 == len(claims), f"pods' nodes by zone: {zones}"
         expect.expect_nodes_satisfy(pool, nodes)
+
+
+@pytest.mark.scenario("topology-min-domains")
+@pytest.mark.covers("pod.topologySpread.minDomains")
+def test_min_domains_above_the_zones_a_pool_has_caps_the_spread(nodepool_factory, inflate_factory,
+                                                                 expect, timings):
+    """3 pods, one per node, spread over zones with maxSkew 1 and minDomains 3, in a pool of
+    two zones: fewer domains than minDomains count as a global minimum of 0, so each zone
+    takes one pod. Karpenter launches two NodeClaims, one per zone, and none for the third
+    pod, which it says violates the spread."""
+    zones = ("us-west-2a", "us-west-2b")
+    with allure.step(f"given the default pool in zones {zones} and inflate spread with "
+                     f"minDomains 3"):
+        # Limits raised: Karpenter counts an in-flight NodeClaim at its largest type against
+        # them, and the workshop's 10 CPUs would refuse the third pod for that reason first.
+        pool = nodepool_factory(narrow(nodepool_factory.spec("default"),
+                                       require(ZONE, "In", *zones), replacing=(ZONE,)),
+                                spec={"limits": {"cpu": "100"}})
+        spread = spread_over(ZONE)
+        spread["topologySpreadConstraints"][0]["minDomains"] = 3
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+                                  extra_pod_spec={**spread, "affinity": ONE_PER_NODE})
+
+    with allure.step("scale inflate to 3"):
+        inflate.scale(3)
+
+    with allure.step("expect a NodeClaim in each zone, and none for the third pod"):
+        running = expect.eventually_pods_running(inflate, 2, pending=1)
+        nodes = list(expect.pods_on(running).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        assert sorted(labels_of(nodes, ZONE)) == list(zones), \
+            f"the running pods' zones: {labels_of(nodes, ZONE)}"
+        claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        assert len(claims) == 2, \
+            f"NodeClaims for 3 pods capped at 2: {describe_claims(expect.nodeclaims(pool))}"
+        waiting = [p.metadata.name for p in inflate.pods() if not p.spec.node_name]
+        assert len(waiting) == 1, f"pods not bound: {waiting}"
+        said = expect.eventually_karpenter_says(r"unsatisfiable topology constraint for "
+                                                r"topology spread", namespace=inflate.namespace,
+                                                about=waiting)
+        # Long past a batch window and the kube-scheduler's retries: no third NodeClaim.
+        expect.consistently_nodeclaims_untouched(pool, claims, 20)
+    timings.notes["karpenter_said"] = said[:300]
+
+
+RACK = "karpenter-e2e/rack"  # a topology key no pool defines and no node carries
+
+
+@pytest.mark.scenario("spread-schedule-anyway")
+@pytest.mark.covers("pod.topologySpread.whenUnsatisfiable")
+def test_a_schedule_anyway_spread_is_relaxed_and_do_not_schedule_is_kept(
+        nodepool_factory, inflate_factory, expect, timings):
+    """Two pools alike, each with 2 pods spread over a key no node has: as DoNotSchedule the
+    spread cannot be met, and Karpenter launches nothing and says so; as ScheduleAnyway it
+    is a preference, which Karpenter relaxes away, launching for the pods."""
+    pools, workloads = {}, {}
+    with allure.step(f"given two pools, 2 pods on each spread over {RACK}: DoNotSchedule, "
+                     f"ScheduleAnyway"):
+        for name, when in (("strict", "DoNotSchedule"), ("anyway", "ScheduleAnyway")):
+            pools[name] = nodepool_factory("default", name=name)
+            spread = spread_over(RACK, app=name)
+            spread["topologySpreadConstraints"][0]["whenUnsatisfiable"] = when
+            workloads[name] = inflate_factory(name, replicas=0, extra_pod_spec=spread,
+                                              node_selector={**pools[name].template_labels,
+                                                             NODEPOOL: pools[name].name})
+
+    with allure.step("scale both to 2"):
+        for w in workloads.values():
+            w.scale(2)
+
+    with allure.step("expect the ScheduleAnyway pods running on the pool's nodes"):
+        nodes = list(expect.pods_on(expect.eventually_pods_running(workloads["anyway"], 2)).values())
+        expect.eventually_nodes_launched_by_karpenter(pools["anyway"], nodes)
+
+    with allure.step("expect no NodeClaim for the DoNotSchedule pods, and Karpenter to say why"):
+        strict = workloads["strict"]
+        waiting = [p.metadata.name for p in strict.pods()]
+        said = expect.eventually_karpenter_says(r"unsatisfiable topology constraint for "
+                                                r"topology spread", namespace=strict.namespace,
+                                                about=waiting)
+        expect.consistently_nodeclaims_untouched(pools["strict"], set(), 15)
+        expect.consistently_pods_pending(strict, 2, duration=1)
+    timings.notes["karpenter_said"] = said[:300]
 
 
 @pytest.mark.scenario("instance-exclusion")
