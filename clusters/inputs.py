@@ -183,7 +183,10 @@ INPUTS: tuple[Input, ...] = (
        "tolerations of a NoExecute taint: needed to be placed, like NoSchedule (and a node "
        "tainted NoExecute after launch evicts its pods)",
        "pkg/scheduling/taints.go:Taints.Tolerates",
-       f"{SCHED}/existingnode.go:ExistingNode.CanAdd"),
+       f"{SCHED}/existingnode.go:ExistingNode.CanAdd",
+       gap="only placement: a node tainted NoExecute after launch evicting its pods is the "
+           "kube-controller-manager's taint eviction, which no scenario triggers",
+       proved_by=("no-execute-taints-tolerated",)),
     _i("pod.tolerations.PreferNoSchedule", "pod",
        "PreferNoSchedule taints: honoured first, then tolerated by relaxation when a pool "
        "carries one",

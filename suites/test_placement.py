@@ -707,3 +707,50 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
             f"the pod runs on {[n.metadata.name for n in nodes]}, not {node_name}"
         assert [c["metadata"]["name"] for c in expect.nodeclaims(pool)] == [name]
     timings.record(removed_to_initialized_s=round(at - removed, 1))
+
+
+NO_EXECUTE = {"key": "dedicated", "value": "batch", "effect": "NoExecute"}
+
+
+@pytest.mark.scenario("no-execute-taint")
+@pytest.mark.covers("pod.tolerations.NoExecute")
+def test_a_no_execute_taint_needs_a_no_execute_toleration(nodepool_factory, inflate_factory,
+                                                          expect, timings):
+    """A pool tainted dedicated=batch:NoExecute: pods tolerating it get its nodes; pods
+    without a toleration, or tolerating only NoSchedule, get no NodeClaim, no nomination to
+    the pool's node, and Karpenter's "did not tolerate taint" for each."""
+    with allure.step("given a pool tainted dedicated=batch:NoExecute and three workloads on it: "
+                     "tolerating NoExecute, no toleration, tolerating NoSchedule"):
+        pool = nodepool_factory("default", name="batch",
+                                spec={"template": {"spec": {"taints": [NO_EXECUTE]}}})
+        on_pool = {**pool.template_labels, NODEPOOL: pool.name}
+        tolerating = inflate_factory("tolerating", replicas=0, node_selector=on_pool,
+                                     tolerations=[{**NO_EXECUTE, "operator": "Equal"}])
+        bare = inflate_factory("bare", replicas=0, node_selector=on_pool)
+        wrong_effect = inflate_factory("wrong-effect", replicas=0, node_selector=on_pool,
+                                       tolerations=[{**NO_EXECUTE, "operator": "Equal",
+                                                     "effect": "NoSchedule"}])
+
+    with allure.step("scale each to 1"):
+        for w in (tolerating, bare, wrong_effect):
+            w.scale(1)
+
+    with allure.step("expect the tolerating pod on a node of the pool, tainted NoExecute"):
+        nodes = list(expect.pods_on(expect.eventually_pods_running(tolerating, 1)).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        taints = [(t.key, t.effect) for n in nodes for t in n.spec.taints or []]
+        assert (NO_EXECUTE["key"], "NoExecute") in taints, f"the pool's node's taints: {taints}"
+        claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+
+    with allure.step("expect Karpenter to refuse the others the pool, and say why"):
+        for w in (bare, wrong_effect):
+            waiting = [p.metadata.name for p in w.pods()]
+            expect.eventually_karpenter_says(r"did not tolerate taint", namespace=w.namespace,
+                                             about=waiting)
+        expect.consistently_nodeclaims_untouched(pool, claims, 15)
+        nominated = sorted(f"{e.involved_object.name}: {e.message}"
+                           for e in expect.karpenter_events(bare.namespace)
+                           if e.reason == "Nominated"
+                           and not e.involved_object.name.startswith(f"{tolerating.name}-"))
+        assert not nominated, f"Karpenter nominated untolerating pods: {nominated}"
+    timings.notes["instance_types"] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
