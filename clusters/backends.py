@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from karpenter_e2e.clusters import karpenter_settings
 from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import cli_flag
@@ -135,18 +136,16 @@ def _mutant(opts: ClusterOptions, flag: Callable[[str], str]):
     return mutant
 
 
-def release_settings(opts: ClusterOptions):
+def release_settings(opts: ClusterOptions) -> karpenter_settings.Known | None:
     """What the Karpenter release ``opts`` run reads (``karpenter_settings.Known``, from the
     release's own options.go; aws-sim: its core's and the provider's), or None where
     Helm's values decide (eks)."""
-    from karpenter_e2e.clusters import karpenter_settings
     if opts.cluster == "aws-sim":
-        from karpenter_e2e.clusters.awssim.cluster import release_settings as provider
-        return provider(opts.karpenter_version)
-    if opts.cluster in ("local", "kind"):
-        from karpenter_e2e.clusters.local import build
-        return karpenter_settings.known(opts.karpenter_version,
-                                        build.download_karpenter(opts.karpenter_version))
+        from karpenter_e2e.clusters.awssim.cluster import AwsSimCluster
+        return AwsSimCluster.release_settings(opts.karpenter_version)
+    if opts.cluster in ("local", "kind"):  # kind runs the same KWOK build
+        from karpenter_e2e.clusters.local.cluster import LocalCluster
+        return LocalCluster.release_settings(opts.karpenter_version)
     return None
 
 
@@ -154,7 +153,6 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
     """The backend ``opts`` choose; ``flag`` names the options in refusals as the caller's
     command line spells them (the plugin passes flags.plugin_flag)."""
     mode = opts.cluster
-    from karpenter_e2e.clusters import karpenter_settings
     settings = karpenter_settings.parse(opts.karpenter_setting, flag("karpenter-setting"))
     if mode == "local":
         from karpenter_e2e.clusters.local.cluster import LocalCluster

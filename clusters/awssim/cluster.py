@@ -38,15 +38,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws")
 
 
-def release_settings(version: str) -> ksettings.Known:
-    """What provider release ``version`` reads: the options and gates of the core it builds
-    with, and the provider's own options (pkg/operator/options/options.go)."""
-    core = provider_releases.core_of(version)
-    base = ksettings.known(core, build.download_karpenter(core))
-    provider = ksettings.read_options(awsbuild.module_dir(version))
-    return ksettings.Known(version, {**base.options, **provider}, base.gates)
-
-
 class AwsSimCluster(LocalCluster):
     mode = "aws-sim"
     feature_gates = ()  # the AWS provider runs with its defaults (its env sets none)
@@ -63,20 +54,15 @@ class AwsSimCluster(LocalCluster):
         self.ami = ami
         self.aws_file = self.run_dir / "aws.json"
 
-    def check_options(self) -> None:
-        """Refuse a setting neither the core the provider builds with nor the provider reads.
-        Without settings nothing is read: a provider release's version need not be a served
-        core release (v1.13.1's core is v1.13.0)."""
-        if self.settings:
-            self.known_settings(self.karpenter_version)
-
-    def known_settings(self, version: str) -> ksettings.Known:
-        """The core's options and gates (the core release this provider release builds
-        with) and the provider's own options, with this cluster's settings checked."""
-        if version not in self._known:
-            self._known[version] = release_settings(version)
-        ksettings.check(self.settings, self._known[version])
-        return self._known[version]
+    @staticmethod
+    def release_settings(version: str) -> ksettings.Known:
+        """What provider release ``version`` reads: the options and gates of the core it builds
+        with (a provider version need not be a served core release: v1.13.1's core is
+        v1.13.0), and the provider's own options (pkg/operator/options/options.go)."""
+        core = provider_releases.core_of(version)
+        base = ksettings.known(core, build.download_karpenter(core))
+        provider = ksettings.read_options(awsbuild.module_dir(version))
+        return ksettings.Known(version, {**base.options, **provider}, base.gates)
 
     @staticmethod
     def check_version(version: str) -> None:

@@ -588,10 +588,15 @@ class LocalCluster:
         if self.settings:
             self.known_settings(self.karpenter_version)
 
+    @staticmethod
+    def release_settings(version: str) -> ksettings.Known:
+        """What release ``version`` reads: its options.go (and the KWOK provider's) and gates."""
+        return ksettings.known(version, build.download_karpenter(version))
+
     def known_settings(self, version: str) -> ksettings.Known:
         """What Karpenter ``version`` reads, with this cluster's settings checked against it."""
         if version not in self._known:
-            self._known[version] = ksettings.known(version, build.download_karpenter(version))
+            self._known[version] = self.release_settings(version)
         ksettings.check(self.settings, self._known[version])
         return self._known[version]
 
