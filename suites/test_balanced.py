@@ -10,7 +10,7 @@ import allure
 import pytest
 
 from karpenter_e2e.clusters.karpenter_clock import NOMINATION_WINDOW_S
-from karpenter_e2e.clusters.labels import FAMILY, INSTANCE_TYPE, NODEPOOL
+from karpenter_e2e.clusters.labels import FAMILY, INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import condition, describe_claims, price
 from karpenter_e2e.fixtures.nodepools import NodePoolFactory, narrow, require
@@ -30,11 +30,6 @@ def pool_spec(policy: str) -> dict:
                                   "consolidateAfter": f"{CONSOLIDATE_AFTER}s"}
     spec["spec"]["limits"] = {"cpu": "200"}
     return spec
-
-
-def only(pool) -> dict[str, str]:
-    """A node selector for this pool's nodes alone (the two pools' templates are alike)."""
-    return {**pool.template_labels, NODEPOOL: pool.name}
 
 
 def placement(expect, pool, *workloads) -> str:
@@ -113,11 +108,11 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
         for policy in ("WhenEmptyOrUnderutilized", "Balanced"):
             pools[policy] = nodepool_factory(pool_spec(policy), name=policy.lower())
             small[policy] = inflate_factory(f"small-{policy.lower()}", replicas=6,
-                                            node_selector=only(pools[policy]))
+                                            node_selector=pools[policy].own_nodes)
         for policy, pool in pools.items():
             expect.eventually_pods_running(small[policy], 6)
             big[policy] = inflate_factory(f"big-{policy.lower()}", replicas=1, cpu="20",
-                                          node_selector=only(pool))
+                                          node_selector=pool.own_nodes)
         claims, small_claims = {}, {}
         for policy, pool in pools.items():
             expect.eventually_pods_running(big[policy], 1)

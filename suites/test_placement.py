@@ -224,8 +224,7 @@ def test_a_schedule_anyway_spread_is_relaxed_and_do_not_schedule_is_kept(
             spread = spread_over(RACK, app=name)
             spread["topologySpreadConstraints"][0]["whenUnsatisfiable"] = when
             workloads[name] = inflate_factory(name, replicas=0, extra_pod_spec=spread,
-                                              node_selector={**pools[name].template_labels,
-                                                             NODEPOOL: pools[name].name})
+                                              node_selector=pools[name].own_nodes)
 
     with allure.step("scale both to 2"):
         for w in workloads.values():
@@ -723,11 +722,10 @@ def test_a_no_execute_taint_needs_a_no_execute_toleration(nodepool_factory, infl
                      "tolerating NoExecute, no toleration, tolerating NoSchedule"):
         pool = nodepool_factory("default", name="batch",
                                 spec={"template": {"spec": {"taints": [NO_EXECUTE]}}})
-        on_pool = {**pool.template_labels, NODEPOOL: pool.name}
-        tolerating = inflate_factory("tolerating", replicas=0, node_selector=on_pool,
+        tolerating = inflate_factory("tolerating", replicas=0, node_selector=pool.own_nodes,
                                      tolerations=[{**NO_EXECUTE, "operator": "Equal"}])
-        bare = inflate_factory("bare", replicas=0, node_selector=on_pool)
-        wrong_effect = inflate_factory("wrong-effect", replicas=0, node_selector=on_pool,
+        bare = inflate_factory("bare", replicas=0, node_selector=pool.own_nodes)
+        wrong_effect = inflate_factory("wrong-effect", replicas=0, node_selector=pool.own_nodes,
                                        tolerations=[{**NO_EXECUTE, "operator": "Equal",
                                                      "effect": "NoSchedule"}])
 

@@ -14,7 +14,7 @@ import time
 import allure
 import pytest
 
-from karpenter_e2e.clusters.labels import NODEPOOL, ZONE
+from karpenter_e2e.clusters.labels import ZONE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import claim_requirement, condition, describe_claims
 
@@ -48,11 +48,6 @@ def topology_term(*zones: str) -> dict:
     return {"matchLabelExpressions": [{"key": ZONE, "values": list(zones)}]}
 
 
-def only_pool(pool) -> dict[str, str]:
-    """A node selector for ``pool``'s nodes alone (two pools here share a template)."""
-    return {**pool.template_labels, NODEPOOL: pool.name}
-
-
 def planned_zones(claim) -> list[str] | None:
     return claim_requirement(claim, ZONE).get("values")
 
@@ -78,9 +73,9 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
         wffc = inflate_factory.storage_class("wffc", NOBODY, "WaitForFirstConsumer",
                                              [topology_term(a), topology_term(c, d)])
         inflate_factory.claim("wffc-data", storage_class=wffc)
-        on_pv = inflate_factory("on-pv", replicas=0, node_selector=only_pool(pv_pool),
+        on_pv = inflate_factory("on-pv", replicas=0, node_selector=pv_pool.own_nodes,
                                 claim="static-data", extra_pod_spec=requiring_zones(b, c))
-        on_sc = inflate_factory("on-sc", replicas=0, node_selector=only_pool(sc_pool),
+        on_sc = inflate_factory("on-sc", replicas=0, node_selector=sc_pool.own_nodes,
                                 claim="wffc-data", extra_pod_spec=requiring_zones(b, d))
 
     with allure.step("given kube-controller-manager has bound static-data to the PV"):
