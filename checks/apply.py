@@ -10,11 +10,12 @@ import logging
 from pathlib import Path
 
 import yaml
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
-from karpenter_e2e.checks.manifests import NODECLASSES, Manifest, ManifestError
+from karpenter_e2e.checks.manifests import NODECLASSES, WORKLOADS, Manifest, ManifestError
 from karpenter_e2e.clusters.kube import NODECLAIM, Kube, api_message, if_found
 from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
@@ -33,6 +34,7 @@ class Applier:
     def __init__(self, kube: Kube, run_id: str):
         self.kube, self.run_id = kube, run_id
         self.dyn = DynamicClient(kube.api)
+        self._pending_rules: list[Manifest] = []  # applied, not yet known to be in force
 
     def _resource(self, m: Manifest):
         try:
@@ -102,11 +104,59 @@ class Applier:
         return ""
 
     def apply(self, manifests: list[Manifest]) -> None:
+        """Apply in the given order; a namespace's admission rules are waited for until they
+        are in force, before what they judge is applied."""
         for m in manifests:
+            if m.kind in WORKLOADS or m.kind == "PersistentVolumeClaim":
+                self._rules_in_force(m.namespace or "default")
             try:
                 self._apply(m, dry_run=False)
             except DynamicApiError as exc:
                 raise ManifestError(_rejected(m, exc)) from None
+            if m.kind in ("ResourceQuota", "LimitRange"):
+                self._pending_rules.append(m)
+
+    def _rules_in_force(self, namespace: str) -> None:
+        """The API server admits pods against a ResourceQuota only once the quota controller
+        has written its status (before that, the quota is skipped: pods created at once with
+        it all ran), and sets a LimitRange's defaults only once its admission cache has it.
+        Both are waited for: a check judges the namespace as it is in force."""
+        for m in [r for r in self._pending_rules if (r.namespace or "default") == namespace]:
+            what, check = ((f"ResourceQuota {namespace}/{m.name} to have its status (the quota "
+                            "controller's usage)", functools.partial(self._quota_synced, m))
+                           if m.kind == "ResourceQuota" else
+                           (f"LimitRange {namespace}/{m.name}'s container defaults to be set "
+                            "on a dry-run pod", functools.partial(self._defaults_set, m)))
+            eventually(check, what=what, timeout=DEFAULTS.api, poll=0.2)
+            self._pending_rules.remove(m)
+
+    def _quota_synced(self, m: Manifest) -> Observation:
+        quota = self.kube.core.read_namespaced_resource_quota(
+            m.name, m.namespace or "default", _request_timeout=self.kube.timeout)
+        hard = (quota.status and quota.status.hard) or {}
+        missing = sorted(set((m.body.get("spec") or {}).get("hard") or {}) - set(hard))
+        return Observation(not missing, f"status.hard lacks {', '.join(missing)}"
+                           if missing else "in force")
+
+    def _defaults_set(self, m: Manifest) -> Observation:
+        limits = (m.body.get("spec") or {}).get("limits") or []
+        if not any(lim.get("type") == "Container" and (lim.get("default")
+                                                        or lim.get("defaultRequest"))
+                   for lim in limits):
+            return Observation(True, "no container defaults to wait for")
+        probe = client.V1Pod(metadata=client.V1ObjectMeta(generate_name="limitrange-probe-"),
+                             spec=client.V1PodSpec(containers=[client.V1Container(
+                                 name="probe", image="probe")]))
+        try:
+            pod = self.kube.core.create_namespaced_pod(m.namespace or "default", probe,
+                                                       dry_run="All",
+                                                       _request_timeout=self.kube.timeout)
+        except ApiException as exc:
+            if exc.status == 403:  # a quota that admits no pod refuses the probe too
+                return Observation(True, f"a dry-run pod is refused: {api_message(exc)}")
+            raise
+        set_by = (pod.metadata.annotations or {}).get("kubernetes.io/limit-ranger", "")
+        return Observation(bool(set_by), set_by or "a dry-run pod got no defaults yet")
 
     def validate_as_written(self, manifests: list[Manifest], crd: Path) -> None:
         """Dry-run documents of a kind this mode does not run (EC2NodeClass in local mode)

@@ -5,6 +5,8 @@ scale: {inflate: 10}            # optional: replicas to set before applying (as 
 scale_in: {inflate: 0}          # optional: replicas to set once settled (as --scale-in)
 expect:                         # judged once the cluster has settled after scale-out
   - pending: 0                                   # at most this many Pending pods
+  - not_created: {min: 2, max: 2}                # pods workloads ask for that their
+                                                 # controller was refused (a ResourceQuota)
   - pods: app=trainer                            # pods by label selector ...
     only_on: {karpenter.sh/capacity-type: spot}       # ... only on nodes with these labels
   - pods: {requests: nvidia.com/gpu}             # pods requesting a resource ...
@@ -26,7 +28,8 @@ Each expectation passes or fails with what was seen. An expectation that finds n
 judge (no matching pod, no node) fails unless it says ``allow_empty: true``; a bound of
 ``max: 0`` on nodes or cost is about there being none and needs no allow_empty. With no
 ``expect:`` items the default holds: every workload's pods run (Running, or Succeeded for a
-Job), so a Pending pod fails the check with its diagnosis. A malformed file is an
+Job), so a Pending pod fails the check with its diagnosis, and so does a pod its controller
+was refused (named with the refusal). A malformed file is an
 ExpectError naming the file and the item, raised before any cluster starts.
 """
 
@@ -39,7 +42,7 @@ import yaml
 
 from karpenter_e2e.checks.observe import PodView, Snapshot, cost_per_hour, pool_summary
 
-KINDS = ("pending", "pods", "spot_share", "instance_categories", "instance_families",
+KINDS = ("pending", "not_created", "pods", "spot_share", "instance_categories", "instance_families",
          "cost_per_hour", "nodes", "running", "zones", "pod_share")
 OPTIONS = {"only_on", "alone", "allow_empty"}  # keys beside an item's kind
 
@@ -202,6 +205,11 @@ def _parse_pending(item: dict):
     return spec, f"Pending pods {_range_text(spec)}"
 
 
+def _parse_not_created(item: dict):
+    spec = _bounds(item["not_created"], "max")
+    return spec, f"pods not created {_range_text(spec)}"
+
+
 def _parse_pods(item: dict):
     sel = item["pods"]
     if isinstance(sel, str):
@@ -278,7 +286,8 @@ def _parse_running(item: dict):
     return {}, "every workload's pods run"
 
 
-PARSERS = {"pending": _parse_pending, "pods": _parse_pods, "spot_share": _parse_spot_share,
+PARSERS = {"pending": _parse_pending, "not_created": _parse_not_created,
+           "pods": _parse_pods, "spot_share": _parse_spot_share,
            "instance_categories": _parse_allowed("instance_categories", "category"),
            "instance_families": _parse_allowed("instance_families", "family"),
            "cost_per_hour": _parse_cost, "nodes": _parse_nodes, "running": _parse_running,
@@ -336,15 +345,23 @@ def _by_workload(pods: list[PodView], snap: Snapshot) -> str:
 
 def _judge_running(spec: dict, snap: Snapshot):
     pods = [p for p in snap.pods if p.phase != "Terminating"]
-    if not pods:
+    if not pods and not snap.not_created:
         return _empty(spec, "no pods")
     not_running = [p for p in pods if p.phase not in ("Running", "Succeeded")]
     pending = [p for p in not_running if p.phase == "Pending"]
     others = [f"{p.name} {p.phase}" for p in not_running if p.phase != "Pending"]
     seen = f"{len(pods) - len(not_running)} of {len(pods)} pods running" + (
         f"; Pending: {_by_workload(pending, snap)}" if pending else "") + (
-        f"; {', '.join(others[:5])}" if others else "")
-    return not not_running, seen
+        f"; {', '.join(others[:5])}" if others else "") + "".join(
+        f"; {w}: {n.text()}" for w, n in sorted(snap.not_created.items()))
+    return not not_running and not snap.not_created, seen
+
+
+def _judge_not_created(spec: dict, snap: Snapshot):
+    n = sum(x.missing for x in snap.not_created.values())
+    seen = f"{n} not created" + "".join(f"; {w}: {x.text()}"
+                                        for w, x in sorted(snap.not_created.items()))
+    return _within(n, spec), seen
 
 
 def _judge_pending(spec: dict, snap: Snapshot):
@@ -462,7 +479,8 @@ def _judge_zones(spec: dict, snap: Snapshot):
                 + f" (skew {skew})")
 
 
-JUDGES = {"pending": _judge_pending, "pods": _judge_pods, "spot_share": _judge_spot_share,
+JUDGES = {"pending": _judge_pending, "not_created": _judge_not_created, "pods": _judge_pods,
+          "spot_share": _judge_spot_share,
           "instance_categories": _judge_allowed("category"),
           "instance_families": _judge_allowed("family"),
           "cost_per_hour": _judge_cost, "nodes": _judge_nodes, "running": _judge_running,

@@ -43,10 +43,13 @@ PLACEHOLDERS = re.compile(r"<<[^<>\n]+>>|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Z_][A
 # manifests as written and does not run kustomize.
 KUSTOMIZE_FILES = {"kustomization.yaml", "kustomization.yml", "Kustomization"}
 KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
-# Applied first to last: what others refer to goes first.
-APPLY_ORDER = ["Namespace", "PriorityClass", "RuntimeClass", "StorageClass", "PersistentVolume",
+# Applied first to last: what others refer to goes first, and a namespace's admission rules
+# (LimitRange, ResourceQuota) before anything they judge.
+APPLY_ORDER = ["Namespace", "LimitRange", "ResourceQuota", "PriorityClass", "RuntimeClass",
+               "ServiceAccount", "ConfigMap", "Secret", "StorageClass", "PersistentVolume",
                "EC2NodeClass", "KWOKNodeClass", "NodePool", "NodeOverlay",
-               "PersistentVolumeClaim", "PodTemplate", "CapacityBuffer"]
+               "PersistentVolumeClaim", "PodTemplate", "CapacityBuffer", "PodDisruptionBudget",
+               "Service"]
 
 
 class ManifestError(ValueError):
@@ -294,6 +297,19 @@ def scaled(manifests: list[Manifest], bundle: Bundle, replicas: dict[str, int]) 
                 spec["replicas"] = n
         out.append(m)
     return out
+
+
+def desired_pods(m: Manifest) -> int | None:
+    """The pods a workload asks its controller for; None for a DaemonSet (one per node,
+    whatever the nodes are) and for what is not a workload."""
+    spec = m.body.get("spec") or {}
+    if m.kind in ("Deployment", "StatefulSet"):
+        return spec.get("replicas", 1)
+    if m.kind == "Job":
+        return spec.get("parallelism", 1)
+    if m.kind == "Pod":
+        return 1
+    return None
 
 
 def parse_scale(spec: str) -> dict[str, int]:

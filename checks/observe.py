@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 
 from kubernetes import client
 
-from karpenter_e2e.checks.manifests import Bundle
+from karpenter_e2e.checks.manifests import Bundle, Manifest, desired_pods
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kind, Kube, if_found
 from karpenter_e2e.clusters.labels import (
     CAPACITY_TYPE,
@@ -72,6 +72,16 @@ class PoolView:
 
 
 @dataclass
+class NotCreated:
+    missing: int
+    wanted: int
+    refused: str  # the controller's latest FailedCreate: '<Kind> <name>: <message>'
+
+    def text(self) -> str:
+        return f"{self.missing} of {self.wanted} pods not created: {self.refused}"
+
+
+@dataclass
 class Snapshot:
     at: float
     pods: list[PodView] = field(default_factory=list)
@@ -80,12 +90,14 @@ class Snapshot:
     claims_launching: int = 0  # NodeClaims not yet Initialized
     claims_deleting: int = 0
     diagnoses: dict[str, str] = field(default_factory=dict)  # workload -> verdict
+    # workload -> why its controller made fewer pods than asked (no pod, so no Karpenter input)
+    not_created: dict[str, NotCreated] = field(default_factory=dict)
 
     def node(self, name: str) -> NodeView | None:
         return next((n for n in self.nodes if n.name == name), None)
 
     def workloads(self) -> list[str]:
-        return sorted({p.workload for p in self.pods})
+        return sorted({p.workload for p in self.pods} | set(self.not_created))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -95,7 +107,8 @@ class Snapshot:
         return cls(d["at"], [PodView(**p) for p in d["pods"]],
                    [NodeView(**n) for n in d["nodes"]], [PoolView(**p) for p in d["pools"]],
                    d.get("claims_launching", 0), d.get("claims_deleting", 0),
-                   d.get("diagnoses") or {})
+                   d.get("diagnoses") or {},
+                   {w: NotCreated(**n) for w, n in (d.get("not_created") or {}).items()})
 
 
 def _category(instance_type: str) -> str:
@@ -119,11 +132,34 @@ def pod_workload(pod) -> str:
 
 
 def _requests(pod) -> dict[str, str]:
-    out: Counter = Counter()
-    for c in pod.spec.containers or []:
-        for k, v in ((c.resources and c.resources.requests) or {}).items():
-            out[k] += _quantity(v)
-    return {k: f"{v:g}" for k, v in out.items()}
+    """What the pod asks of a node as Karpenter and the scheduler count it: its containers and
+    sidecars (restartable init containers), or the largest init container with the sidecars
+    started before it, whichever is more, plus the RuntimeClass's overhead. A LimitRange's
+    defaults are in the spec already (admission wrote them)."""
+    def of(c) -> Counter:
+        return Counter({k: _quantity(v)
+                        for k, v in ((c.resources and c.resources.requests) or {}).items()})
+    main: Counter = sum((of(c) for c in pod.spec.containers or []), Counter())
+    sidecars: Counter = Counter()
+    init_peak: Counter = Counter()
+    for c in pod.spec.init_containers or []:
+        if getattr(c, "restart_policy", None) == "Always":
+            sidecars += of(c)
+        else:
+            init_peak |= of(c) + sidecars  # Counter's | is the elementwise max
+    out = dict((main + sidecars) | init_peak)
+    for k, v in (pod.spec.overhead or {}).items():
+        out[k] = out.get(k, 0) + _quantity(v)
+    return {k: _amount(v) for k, v in sorted(out.items())}
+
+
+def _amount(v: float) -> str:
+    """1610612736 -> '1.5Gi', 0.5 -> '0.5': bytes in the largest binary unit that keeps at
+    most three decimals, other amounts as they are."""
+    for unit, size in (("Gi", 2 ** 30), ("Mi", 2 ** 20), ("Ki", 2 ** 10)):
+        if v >= size and (v / size * 1000).is_integer():
+            return f"{v / size:g}{unit}"
+    return f"{v:g}"
 
 
 def _quantity(q: str) -> float:
@@ -141,12 +177,50 @@ def _consolidation(pool: dict) -> str:
     return f"{policy} after {d.get('consolidateAfter', '0s')}"
 
 
+def not_created(kube: Kube, workloads: list[Manifest],
+                counts: dict[str, int]) -> dict[str, NotCreated]:
+    """Workloads with fewer pods than they ask for whose controller was refused the rest (a
+    ResourceQuota, a LimitRange's bounds, a missing ServiceAccount), by 'Kind/namespace/name'.
+    Karpenter never sees pods that do not exist, so that shortfall is decided; it is
+    reported, not waited for."""
+    short = {}
+    for m in workloads:
+        want = desired_pods(m)
+        key = f"{m.kind}/{m.namespace}/{m.name}"
+        if want is not None and counts.get(key, 0) < want:
+            short[key] = (m, want - counts.get(key, 0))
+    out = {}
+    for ns in sorted({m.namespace or "default" for m, _ in short.values()}):
+        refusals = sorted(kube.events_in(ns, "reason=FailedCreate"), key=diagnosis.event_time)
+        for key, (m, missing) in short.items():
+            if (m.namespace or "default") != ns:
+                continue
+            mine = [e for e in refusals if _made_by(e.involved_object, m)]
+            if mine:
+                last = mine[-1]
+                message = (last.message or "").removeprefix("(combined from similar events): ")
+                out[key] = NotCreated(missing, missing + counts.get(key, 0),
+                                      f"{last.involved_object.kind} "
+                                      f"{last.involved_object.name}: {message}")
+    return out
+
+
+def _made_by(obj, m: Manifest) -> bool:
+    """Is the event's object the workload's pod maker: its own controller (Job, StatefulSet),
+    or for a Deployment one of its ReplicaSets ('<name>-<pod-template-hash>')?"""
+    if m.kind == "Deployment":
+        return obj.kind == "ReplicaSet" and obj.name.startswith(f"{m.name}-") and \
+            "-" not in obj.name.removeprefix(f"{m.name}-")
+    return obj.kind == m.kind and obj.name == m.name
+
+
 def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
          karpenter_running: Callable[[], bool] = lambda: True,
          karpenter_log: Callable[[], str] = lambda: "",
-         catalogue: set[str] | None = None) -> Snapshot:
+         catalogue: set[str] | None = None, workloads: list[Manifest] | None = None) -> Snapshot:
     """The cluster as it is now, limited to the folder's namespaces and Karpenter's nodes.
-    ``catalogue``: the instance types the cluster's cloud offers, when it is a fake one."""
+    ``catalogue``: the instance types the cluster's cloud offers, when it is a fake one;
+    ``workloads``: the workloads as applied (scaled), else as the folder has them."""
     snap = Snapshot(time.time())
     for ns in sorted(bundle.namespaces):
         for pod in kube.pods(ns):
@@ -174,6 +248,9 @@ def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
             snap.claims_launching += 1
     snap.diagnoses = diagnose_pending(kube, snap, nodeclass, karpenter_running, karpenter_log,
                                       bundle, catalogue)
+    counts = Counter(p.workload for p in snap.pods if p.phase != "Terminating")
+    snap.not_created = not_created(kube, bundle.workloads if workloads is None else workloads,
+                                   counts)
     return snap
 
 
@@ -334,7 +411,9 @@ def workload_summary(snap: Snapshot, workload: str) -> dict:
         "nodepools": sorted({n.nodepool for n in nodes if n}),
         "capacity_types": dict(Counter(n.capacity_type for n in nodes if n).most_common()),
         "instance_types": dict(Counter(n.instance_type for n in nodes if n).most_common()),
+        "requests": sorted({", ".join(f"{k} {v}" for k, v in p.requests.items()) for p in pods}),
         "diagnosis": snap.diagnoses.get(workload, ""),
+        "not_created": n.text() if (n := snap.not_created.get(workload)) else "",
     }
 
 

@@ -76,13 +76,16 @@ def _cell(text: str) -> str:
 
 def _phase_tables(s: dict, title: str) -> list[str]:
     out = [f"## {title}: workloads", "",
-           "| workload | pods | Running | Pending | NodePools | capacity types | instance types "
-           "| diagnosis of Pending |", "|---|---|---|---|---|---|---|---|"]
+           "| workload | pods | Running | Pending | requests per pod (as Karpenter counts) | "
+           "NodePools | capacity types | instance types | diagnosis of Pending or missing |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for w in s["workloads"]:
+        why = "; ".join(filter(None, [w["diagnosis"], w.get("not_created", "")]))
         out.append(f"| {w['workload']} | {w['pods']} | {w.get('running', 0)} | "
-                   f"{w.get('pending', 0)} | {', '.join(w['nodepools']) or '–'} | "
+                   f"{w.get('pending', 0)} | {' / '.join(w.get('requests', [])) or '–'} | "
+                   f"{', '.join(w['nodepools']) or '–'} | "
                    f"{_counts(w['capacity_types'])} | {_counts(w['instance_types'])} | "
-                   f"{_cell(w['diagnosis']) or '–'} |")
+                   f"{_cell(why) or '–'} |")
     out += ["", f"## {title}: NodePools", "",
             "| NodePool | nodes | instance types | capacity types | zones | cost/h | limits "
             "(counted/limit) |", "|---|---|---|---|---|---|---|"]

@@ -152,9 +152,9 @@ class Check:
         nodeclass_kind = Kind(info.nodeclass_group, info.nodeclass_version,
                               info.nodeclass_kind.lower() + "es")
         catalogue = _catalogue(self.backend) if info.mode == "local" else None
-        snapshot = lambda: observe.take(  # noqa: E731
+        snapshot = lambda applied: observe.take(  # noqa: E731
             self.kube, self.plan.bundle, nodeclass_kind, self.backend.karpenter_running,
-            lambda: _read_from(info.karpenter_log, offset), catalogue)
+            lambda: _read_from(info.karpenter_log, offset), catalogue, self.workloads(applied))
 
         applier.apply(mapped)
         t = self._timed("apply_s", t)
@@ -165,7 +165,7 @@ class Check:
         except WaitTimeout as exc:
             settled, settle_error = False, str(exc).splitlines()[0]
         t = self._timed("settle_s", t)
-        out_snap = snapshot()
+        out_snap = snapshot(mapped)
         results = [dict(r.to_dict(), phase="scale-out")
                    for r in (e.evaluate(out_snap) for e in self.plan.expect.expect)]
         t = self._timed("observe_s", t)
@@ -182,7 +182,7 @@ class Check:
             except WaitTimeout as exc:
                 settled, settle_error = False, "after scale-in: " + str(exc).splitlines()[0]
             t = self._timed("scale_in_settle_s", t)
-            in_snap = snapshot()
+            in_snap = snapshot(scaled_in)
             results += [dict(r.to_dict(), phase="scale-in")
                         for r in (e.evaluate(in_snap) for e in self.plan.expect.after_scale_in)]
             consolidation = self._consolidation(timeline, t_in, out_snap, in_snap)

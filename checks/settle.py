@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import time
 
-from karpenter_e2e.checks.manifests import Bundle, Manifest
+from karpenter_e2e.checks.manifests import Bundle, Manifest, desired_pods
+from karpenter_e2e.checks.observe import not_created, pod_workload
 from karpenter_e2e.clusters.karpenter_clock import POD_EVENT_DEDUPE_S
 from karpenter_e2e.clusters.kube import CAPACITY_BUFFER, NODECLAIM, NODEPOOL, Kube
 from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
@@ -25,17 +26,6 @@ from karpenter_e2e.fixtures.timings import timestamp
 QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled
 # Karpenter's disruption poll (10 s) + its command validation (15 s) + 5 s.
 DISRUPTION_QUIET_S = 30
-
-
-def desired_pods(m: Manifest) -> int | None:
-    spec = m.body.get("spec") or {}
-    if m.kind in ("Deployment", "StatefulSet"):
-        return spec.get("replicas", 1)
-    if m.kind == "Job":
-        return spec.get("parallelism", 1)
-    if m.kind == "Pod":
-        return 1
-    return None  # DaemonSet: one per node, whatever the nodes are
 
 
 def _duration_s(text: str) -> float | None:
@@ -52,7 +42,6 @@ class Settler:
         self._signature, self._changed = None, time.time()
 
     def _pods_by_workload(self) -> tuple[dict[str, int], list]:
-        from karpenter_e2e.checks.observe import pod_workload
         counts, pods = {}, []
         for ns in sorted(self.bundle.namespaces):
             for pod in self.kube.pods(ns):
@@ -64,11 +53,15 @@ class Settler:
         return counts, pods
 
     def _missing(self, manifests: list[Manifest], counts: dict[str, int]) -> list[str]:
+        """Workloads still short of pods; one whose controller was refused the rest (a
+        ResourceQuota, say) is decided and not waited for."""
+        refused = not_created(self.kube, manifests, counts)
         out = []
         for m in manifests:
             want = desired_pods(m)
             have = counts.get(f"{m.kind}/{m.namespace}/{m.name}", 0)
-            if want is not None and have != want:
+            if want is not None and have != want and f"{m.kind}/{m.namespace}/{m.name}" \
+                    not in refused:
                 out.append(f"{m.kind} {m.name} has {have}/{want} pods")
         return out
 

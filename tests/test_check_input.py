@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.checks import expectations, manifests
+from karpenter_e2e.checks import expectations, manifests, observe
 from karpenter_e2e.checks.expectations import ExpectError
-from karpenter_e2e.checks.manifests import ManifestError
-from karpenter_e2e.checks.observe import NodeView, PodView, PoolView, Snapshot
+from karpenter_e2e.checks.manifests import Manifest, ManifestError
+from karpenter_e2e.checks.observe import NodeView, NotCreated, PodView, PoolView, Snapshot
 from karpenter_e2e.checks.run import plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -459,3 +459,45 @@ def test_pod_share_counts_pods_on_spot_nodes_and_pending_ones_against():
     assert not judge("- pod_share: {pods: app=web, min: 0.8}\n", s)[0].ok
     assert judge("- pod_share: {max: 0.4}\n", s)[0].ok  # 2 of 5 over every pod
     assert not judge("- pod_share: {pods: app=none, min: 0.1}\n", s)[0].ok
+
+
+def test_pods_a_controller_was_refused_fail_the_default_and_are_bounded_by_not_created():
+    refused = snap([pod("a", "n1")], [node("n1", "default")])
+    refused.not_created = {"Deployment/ml/web": NotCreated(
+        2, 3, 'ReplicaSet web-5d4f8: pods "web-5d4f8-x" is forbidden: exceeded quota: pods')}
+    running = expectations.default_expectations()[0].evaluate(refused)
+    assert not running.ok and "Deployment/ml/web: 2 of 3 pods not created: ReplicaSet " \
+                              "web-5d4f8: pods \"web-5d4f8-x\" is forbidden: exceeded quota" \
+        in running.seen
+    assert [r.ok for r in judge("- not_created: 2\n- not_created: {min: 2, max: 2}\n"
+                                "- not_created: 1\n", refused)] == [True, True, False]
+    assert judge("- not_created: 0\n", snap([pod("a", "n1")], [node("n1", "default")]))[0].ok
+    again = Snapshot.from_dict(refused.to_dict())
+    assert again.not_created == refused.not_created and again.workloads() == ["Deployment/ml/web"]
+
+
+def test_requests_are_counted_as_karpenter_counts_them():
+    from kubernetes import client as k
+    def c(name, cpu, memory=None, restart=None):
+        req = {"cpu": cpu, **({"memory": memory} if memory else {})}
+        return k.V1Container(name=name, resources=k.V1ResourceRequirements(requests=req),
+                             restart_policy=restart)
+    spec = k.V1PodSpec(containers=[c("app", "1", "1Gi"), c("log", "250m")],
+                       init_containers=[c("migrate", "3", "256Mi"),
+                                        c("proxy", "500m", "128Mi", restart="Always")],
+                       overhead={"cpu": "1", "memory": "512Mi"})
+    # containers 1.25 + sidecar 0.5 = 1.75 vs init 3 (before the sidecar) -> 3, +1 overhead;
+    # memory 1Gi + 128Mi vs 256Mi -> 1.125Gi, + 512Mi overhead
+    assert observe._requests(k.V1Pod(spec=spec)) == {"cpu": "4", "memory": "1.625Gi"}
+    assert observe._amount(2 ** 30 * 1.5) == "1.5Gi" and observe._amount(0.25) == "0.25"
+
+
+def test_a_refusal_belongs_to_the_workload_whose_pods_it_refused():
+    from kubernetes import client as k
+    def rs(kind, name):
+        return k.V1ObjectReference(kind=kind, name=name)
+    web = Manifest(Path("w.yaml"), 0, {"apiVersion": "apps/v1", "kind": "Deployment",
+                                       "metadata": {"name": "web", "namespace": "ml"}})
+    assert observe._made_by(rs("ReplicaSet", "web-5d4f8"), web)
+    assert not observe._made_by(rs("ReplicaSet", "web-api-5d4f8"), web)
+    assert not observe._made_by(rs("StatefulSet", "web"), web)

@@ -102,3 +102,17 @@ def test_placeholders_and_a_kustomization_are_warned_about(cluster, tmp_path):
     assert f"{folder / 'kustomization.yaml'}: not applied" in proc.stderr
     [judged] = result["expectations"]
     assert judged["ok"] and judged["seen"] == "3 of 3 pods running"
+
+
+def test_pods_a_quota_refuses_fail_the_default_with_the_quotas_message(cluster, tmp_path):
+    proc, result = check("quota-refuses", tmp_path)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [judged] = result["expectations"]
+    assert not judged["ok"] and "Deployment/shop/web: 3 of 5 pods not created" in judged["seen"]
+    [w] = result["scale_out"]["workloads"]
+    assert w["pods"] == 2 and w.get("running") == 2, w
+    assert "exceeded quota: pods" in w["not_created"], w
+    # the LimitRange was in force for every pod, though its file sorts after the workload's
+    assert w["requests"] == ["cpu 0.5, memory 256Mi"], w
+    # not waited out: the refusal decides the shortfall
+    assert result["timings"]["settle_s"] < 60, result["timings"]
