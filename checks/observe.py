@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from kubernetes import client
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest, desired_pods
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kind, Kube, if_found
 from karpenter_e2e.clusters.labels import (
     CAPACITY_TYPE,
@@ -237,14 +238,12 @@ def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
     for pool in kube.list(NODEPOOL):
         snap.pools.append(PoolView(pool["metadata"]["name"],
                                    dict((pool.get("spec") or {}).get("limits") or {}),
-                                   dict((pool.get("status") or {}).get("resources") or {}),
+                                   dict(view.status(pool).get("resources") or {}),
                                    _consolidation(pool)))
     for claim in kube.list(NODECLAIM):
-        conds = {c["type"]: c["status"]
-                 for c in (claim.get("status") or {}).get("conditions") or []}
-        if claim["metadata"].get("deletionTimestamp"):
+        if view.deleting(claim):
             snap.claims_deleting += 1
-        elif conds.get("Initialized") != "True":
+        elif not view.is_true(claim, "Initialized"):
             snap.claims_launching += 1
     snap.diagnoses = diagnose_pending(kube, snap, nodeclass, karpenter_running, karpenter_log,
                                       bundle, catalogue)

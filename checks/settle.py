@@ -17,6 +17,7 @@ import time
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest, desired_pods
 from karpenter_e2e.checks.observe import not_created, pod_workload
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import POD_EVENT_DEDUPE_S
 from karpenter_e2e.clusters.kube import CAPACITY_BUFFER, NODECLAIM, NODEPOOL, Kube
 from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
@@ -72,8 +73,7 @@ class Settler:
         provisioned = set()
         for namespace in {m.namespace or "default" for m in wanted}:  # one list, as for claims
             for body in self.kube.list(CAPACITY_BUFFER, namespace=namespace):
-                conditions = (body.get("status") or {}).get("conditions") or []
-                if any(c.get("type") == "Provisioning" for c in conditions):
+                if view.condition(body, "Provisioning") is not None:
                     provisioned.add((namespace, body["metadata"]["name"]))
         return [f"CapacityBuffer {m.name} not yet provisioned for" for m in wanted
                 if (m.namespace or "default", m.name) not in provisioned]
@@ -124,7 +124,7 @@ class Settler:
             busy = _busy(claims)
             quiet_since = time.time() - self._note(
                 tuple(sorted(c["metadata"]["name"] for c in claims)))
-            decidable = [timestamp((c.get("status") or {}).get("lastPodEventTime")
+            decidable = [timestamp(view.status(c).get("lastPodEventTime")
                                    or c["metadata"]["creationTimestamp"])
                          + after[c["metadata"]["labels"].get(NODEPOOL_LABEL)]
                          for c in claims
@@ -161,10 +161,9 @@ class Settler:
 def _busy(claims: list[dict]) -> str:
     launching, deleting = [], []
     for c in claims:
-        conds = {x["type"]: x["status"] for x in (c.get("status") or {}).get("conditions") or []}
-        if c["metadata"].get("deletionTimestamp"):
+        if view.deleting(c):
             deleting.append(c["metadata"]["name"])
-        elif conds.get("Initialized") != "True":
+        elif not view.is_true(c, "Initialized"):
             launching.append(c["metadata"]["name"])
     return ", ".join(filter(None, [f"launching: {', '.join(launching)}" if launching else "",
                                    f"deleting: {', '.join(deleting)}" if deleting else ""]))

@@ -9,10 +9,11 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import NOMINATION_WINDOW_S
 from karpenter_e2e.clusters.labels import FAMILY, INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import condition, describe_claims, price
+from karpenter_e2e.fixtures.expect import describe_claims, price
 from karpenter_e2e.fixtures.nodepools import NodePoolFactory, narrow, require
 
 pytestmark = [pytest.mark.disruption_loop, pytest.mark.karpenter_feature("balanced-consolidation")]
@@ -85,7 +86,7 @@ def test_balanced_replaces_a_node_whose_move_saves_more_than_it_disrupts(
         assert score == pytest.approx(saved / 100, abs=0.01), message
         claims = expect.nodeclaims(pool)
         ready = [c for c in claims if c["metadata"]["name"] not in old_claims
-                 and (condition(c, "Initialized") or {}).get("status") == "True"]
+                 and (view.condition(c, "Initialized") or {}).get("status") == "True"]
         assert ready, f"no replacement NodeClaim: {describe_claims(claims)}"
     timings.record(scale_in_to_replaced_s=round(max(e.gone_at for e in ends.values()) - scaled, 1),
                    score=score, cost_before_per_h=round(cost_before, 4),
@@ -153,7 +154,7 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
 
     with allure.step("expect Balanced to keep both its nodes, for 30s more"):
         balanced = pools["Balanced"]
-        deleting = [c for c in expect.nodeclaims(balanced) if c["metadata"].get("deletionTimestamp")]
+        deleting = [c for c in expect.nodeclaims(balanced) if view.deleting(c)]
         assert not deleting, f"Balanced pool: {describe_claims(deleting)}"
         expect.consistently_nodeclaims_untouched(balanced, claims["Balanced"], 30)
     timings.record(settled_to_changed_s=round(changed - settled, 1),
@@ -163,6 +164,6 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
 def all_consolidatable(expect, pools) -> Observation:
     claims = [c for pool in pools for c in expect.nodeclaims(pool)]
     waiting = [c["metadata"]["name"] for c in claims
-               if (condition(c, "Consolidatable") or {}).get("status") != "True"]
+               if (view.condition(c, "Consolidatable") or {}).get("status") != "True"]
     return Observation(len(claims) == 4 and not waiting,
                        f"not yet Consolidatable: {waiting}; of {describe_claims(claims)}")

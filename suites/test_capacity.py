@@ -7,9 +7,10 @@ from collections import Counter
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import claim_requirement, condition, describe_claims
+from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
 from karpenter_e2e.fixtures.nodepools import narrow, require
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
@@ -97,8 +98,8 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
     def launched(n: int):
         """Exactly ``n`` NodeClaims, none deleting, each Launched with its node."""
         return lambda claims: len(claims) == n and all(
-            not c["metadata"].get("deletionTimestamp") and c.get("status", {}).get("nodeName")
-            and (condition(c, "Launched") or {}).get("status") == "True" for c in claims)
+            not view.deleting(c) and view.status(c).get("nodeName")
+            and (view.condition(c, "Launched") or {}).get("status") == "True" for c in claims)
 
     def at_most(n: int):
         def check() -> Observation:
@@ -208,7 +209,7 @@ def test_price_overlay_changes_karpenters_pick(nodepool_factory, inflate_factory
 
         def on_cheapened(claims: list[dict]) -> bool:
             return any(claim_requirement(c, INSTANCE_TYPE).get("values") == [CHEAPENED]
-                       and c.get("status", {}).get("nodeName") for c in claims)
+                       and view.status(c).get("nodeName") for c in claims)
 
         expect.eventually_nodeclaims(pool, on_cheapened, f"a NodeClaim of {CHEAPENED} alone",
                                      OVERLAY_PRICE_BOUND_S)
@@ -264,7 +265,7 @@ def test_capacity_buffer_gets_a_nodeclaim_per_chunk(nodepool_factory, inflate_fa
         expect.consistently(still_three, f"{BUFFER_CHUNKS} NodeClaims for the buffer",
                             BUFFER_HOLD_S)
         status = inflate_factory.capacity_buffer_status(buffer)
-        ready = condition({"status": status}, "ReadyForProvisioning") or {}
+        ready = view.condition({"status": status}, "ReadyForProvisioning") or {}
         assert ready.get("status") == "True" and status.get("replicas") == BUFFER_CHUNKS, \
             f"CapacityBuffer {buffer} status: {status}"
     timings.notes["instance_types"] = ", ".join(sorted(

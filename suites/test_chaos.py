@@ -11,11 +11,11 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import POLLING_PERIOD_S, VALIDATION_DELAY_S
 from karpenter_e2e.clusters.labels import CAPACITY_TYPE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.adversary import NodeTainter
-from karpenter_e2e.fixtures.expect import condition
 from karpenter_e2e.fixtures.nodepools import narrow, require
 
 pytestmark = [pytest.mark.nightly, pytest.mark.disruption_loop]
@@ -88,8 +88,8 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
             nodes = {n.metadata.name: n for n in expect.nodes(pool)}
             claims = expect.nodeclaims(pool)
             in_flight = sorted(
-                c["metadata"]["name"] for c in claims if not c["metadata"].get("deletionTimestamp")
-                and not adversary.bitten(nodes.get(c.get("status", {}).get("nodeName", ""))))
+                c["metadata"]["name"] for c in claims if not view.deleting(c)
+                and not adversary.bitten(nodes.get(view.status(c).get("nodeName", ""))))
             for name in list(adversary.tainted):
                 node = nodes.get(name)
                 if name not in taken and (node is None or node.metadata.deletion_timestamp):
@@ -131,7 +131,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
         # node the KWOK provider then leaves behind (seen once, as a leaked node).
         expect.eventually_pods_running(inflate, 1)
         expect.eventually_nodeclaims(pool, lambda claims: all(
-            (condition(c, "Initialized") or {}).get("status") == "True" for c in claims),
+            (view.condition(c, "Initialized") or {}).get("status") == "True" for c in claims),
             f"every NodeClaim of {pool.name} Initialized")
 
     with allure.step("expect the adversary to have bitten again and again"):

@@ -5,12 +5,13 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import (
     DISRUPTION_TOLERANCE_S as TOLERANCE,
     POD_EVENT_DEDUPE_S as DEDUPE,
 )
 from karpenter_e2e.clusters.labels import INSTANCE_TYPE
-from karpenter_e2e.fixtures.expect import condition, describe_claims, price
+from karpenter_e2e.fixtures.expect import describe_claims, price
 from karpenter_e2e.fixtures.timings import timestamp
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
@@ -21,7 +22,7 @@ CONSOLIDATE_AFTER = 30  # seconds, the workshop's consolidateAfter
 
 
 def last_pod_event(claims) -> float:
-    return max((timestamp(c.get("status", {}).get("lastPodEventTime")) or 0.0) for c in claims)
+    return max((timestamp(view.status(c).get("lastPodEventTime")) or 0.0) for c in claims)
 
 
 @pytest.mark.scenario("consolidation-empty")
@@ -118,9 +119,9 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
             f"{len(claims)} NodeClaims after consolidation, {len(old_claims)} before"
         # 10 one-CPU pods fit on one node, which no deletion alone can empty while 2 pods
         # remain: Karpenter must launch a cheaper replacement, ready before the old one went.
-        ready = sorted(timestamp(condition(c, "Initialized")["lastTransitionTime"]) for c in claims
+        ready = sorted(timestamp(view.condition(c, "Initialized")["lastTransitionTime"]) for c in claims
                        if c["metadata"]["name"] not in old_claims
-                       and (condition(c, "Initialized") or {}).get("status") == "True")
+                       and (view.condition(c, "Initialized") or {}).get("status") == "True")
         first_deleted = min(e.deleting_at for e in ends.values() if e.deleting_at)
         assert ready, f"no replacement NodeClaim: {describe_claims(claims)}"
         assert ready[0] <= first_deleted + 1, \

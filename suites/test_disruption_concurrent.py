@@ -10,8 +10,9 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import condition, pod_phase
+from karpenter_e2e.fixtures.expect import pod_phase
 from karpenter_e2e.fixtures.timings import timestamp
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
@@ -93,8 +94,8 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
             def converged(now: list[dict]) -> bool:
                 return len(now) == SERVED and all(
                     c["spec"]["nodeClassRef"]["name"] == new
-                    and (condition(c, "Initialized") or {}).get("status") == "True"
-                    and not c["metadata"].get("deletionTimestamp") for c in now)
+                    and (view.condition(c, "Initialized") or {}).get("status") == "True"
+                    and not view.deleting(c) for c in now)
 
             expect.eventually_nodeclaims(pool, converged, f"{SERVED} Initialized newnode "
                                          f"NodeClaims and no other",

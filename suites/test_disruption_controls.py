@@ -11,8 +11,8 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import condition
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
@@ -40,7 +40,7 @@ def names(claims: list[dict]) -> set[str]:
 
 
 def consolidatable(claims: list[dict]) -> bool:
-    return bool(claims) and all((condition(c, "Consolidatable") or {}).get("status") == "True"
+    return bool(claims) and all((view.condition(c, "Consolidatable") or {}).get("status") == "True"
                                 for c in claims)
 
 

@@ -5,8 +5,9 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, condition, describe_claims
+from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, describe_claims
 from karpenter_e2e.fixtures.pacing import ExpirationPacing
 from karpenter_e2e.fixtures.timings import timestamp
 
@@ -37,7 +38,7 @@ HOLD_FACTOR, HOLD_FLOOR_S = 5, 15
 def drift_of(claim: dict) -> str | None:
     """The NodeClaim's Drifted reason, or None when it carries no Drifted condition (the drift
     controller's Clear removes it; Drifted=False is never written)."""
-    cond = condition(claim, "Drifted")
+    cond = view.condition(claim, "Drifted")
     if cond is None:
         return None
     return f"{cond['reason']}" if cond.get("status") == "True" else f"status {cond.get('status')}"
@@ -70,7 +71,7 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
 
     with allure.step("expect the old NodeClaims to be marked Drifted"):
         drifted = expect.eventually_drifted(pool, old_claims)
-        drifted_at = max(timestamp(condition(c, "Drifted")["lastTransitionTime"])
+        drifted_at = max(timestamp(view.condition(c, "Drifted")["lastTransitionTime"])
                          for c in drifted if c["metadata"]["name"] in old_claims)
 
     with allure.step("expect them replaced by nodes of newnode, with all 5 pods Running"):
@@ -86,8 +87,8 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
     with allure.step("expect each replacement ready before Karpenter deleted a drifted node"):
         # Drift replaces, it does not just delete: the first old NodeClaim may only be deleted
         # once a replacement has initialized (1s timestamp resolution).
-        ready = sorted(timestamp(condition(c, "Initialized")["lastTransitionTime"]) for c in claims
-                       if (condition(c, "Initialized") or {}).get("status") == "True")
+        ready = sorted(timestamp(view.condition(c, "Initialized")["lastTransitionTime"]) for c in claims
+                       if (view.condition(c, "Initialized") or {}).get("status") == "True")
         first_deleted = min(e.deleting_at for e in ends.values() if e.deleting_at)
         assert ready and ready[0] <= first_deleted + 1, \
             f"a drifted NodeClaim was deleted {first_deleted - patched:.0f}s after the patch, " \

@@ -5,6 +5,7 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.labels import (
     ARCH,
     CAPACITY_TYPE,
@@ -18,7 +19,7 @@ from karpenter_e2e.clusters.labels import (
     ZONE,
 )
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import claim_requirement, condition, describe_claims
+from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
 from karpenter_e2e.fixtures.nodepools import narrow, require
 from karpenter_e2e.fixtures.timings import timestamp
 from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
@@ -434,7 +435,7 @@ def test_affinity_terms_are_tried_in_order_and_relaxed(nodepool_factory, inflate
         pods["required-terms"] = (expect.eventually_pods_running(required, 2), "us-west-2d")
 
     with allure.step("expect each workload's NodeClaims planned in, and its nodes in, its zone"):
-        claims = {c.get("status", {}).get("nodeName"): c for c in expect.nodeclaims(pool)}
+        claims = {view.status(c).get("nodeName"): c for c in expect.nodeclaims(pool)}
         for workload, (running, zone) in pods.items():
             nodes = list(expect.pods_on(running).values())
             assert_all_labelled(nodes, ZONE, zone, workload)
@@ -663,7 +664,7 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
     with allure.step("expect a NodeClaim anyway, and its node registered with the taint"):
         def registered() -> Observation:
             claims = expect.nodeclaims(pool)
-            done = [c for c in claims if (condition(c, "Registered") or {}).get("status") == "True"]
+            done = [c for c in claims if (view.condition(c, "Registered") or {}).get("status") == "True"]
             return Observation(len(done) == 1, f"NodeClaims {describe_claims(claims)}",
                                done[0] if done else None)
 
@@ -676,7 +677,7 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
     with allure.step("expect it uninitialized, and no second NodeClaim, while the taint is on"):
         def held() -> Observation:
             claims = expect.nodeclaims(pool)
-            init = condition(next((c for c in claims if c["metadata"]["name"] == name), {}),
+            init = view.condition(next((c for c in claims if c["metadata"]["name"] == name), {}),
                              "Initialized") or {}
             ok = ({c["metadata"]["name"] for c in claims} == {name}
                   and init.get("status") != "True" and init.get("reason") == "StartupTaintsExist")
@@ -694,7 +695,7 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
     with allure.step("expect the NodeClaim Initialized and the pod running on its node"):
         def initialized() -> Observation:
             now: dict = next((c for c in expect.nodeclaims(pool) if c["metadata"]["name"] == name), {})
-            init = condition(now, "Initialized") or {}
+            init = view.condition(now, "Initialized") or {}
             return Observation(init.get("status") == "True", f"Initialized: {init}", init)
 
         init = expect.eventually(initialized, f"NodeClaim {name} to be Initialized", timeout=30)

@@ -8,6 +8,7 @@ import pytest
 from kubernetes import client
 from kubernetes.utils import parse_quantity
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.kube import if_found
 from karpenter_e2e.clusters.labels import ARCH, AWS, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE
 from karpenter_e2e.clusters.waits import Observation
@@ -130,7 +131,7 @@ LIMITED = {"cpu": (f"{AWS}/instance-cpu", 1.0), "memory": (f"{AWS}/instance-memo
 def held(claim: dict, resource: str = "cpu") -> float:
     """What a NodeClaim counts against its pool's limit on ``resource``, launched or not: the
     capacity Karpenter recorded, or before launch what the claim asked for (its requests)."""
-    amount = (claim.get("status", {}).get("capacity") or {}).get(resource) \
+    amount = (view.status(claim).get("capacity") or {}).get(resource) \
         or claim["spec"].get("resources", {}).get("requests", {}).get(resource, "0")
     return float(parse_quantity(amount))
 
@@ -232,7 +233,7 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
     pending = burst_against_limit(expect, pool, inflate, 12, "cpu", LIMIT_CPU,
                                   SMALLEST_TYPE_CPU, timings)
     nodes = expect.nodes(pool)
-    status_cpu = expect.nodepool(pool).get("status", {}).get("resources", {}).get("cpu")
+    status_cpu = view.status(expect.nodepool(pool)).get("resources", {}).get("cpu")
     timings.record(pending_pods=pending, capacity_cpu=capacity_cpu(nodes),
                    instance_cpu=instance_cpu(nodes))
     timings.notes["nodepool_status_cpu"] = str(status_cpu)
@@ -305,7 +306,7 @@ def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory
     with allure.step("expect Karpenter to say the node limit is exhausted, and to count the nodes"):
         said = expect.eventually_karpenter_says(r"node limits have been exhausted for nodepool",
                                                 namespace=inflate.namespace)
-        counted = expect.nodepool(pool).get("status", {}).get("resources", {}).get("nodes")
+        counted = view.status(expect.nodepool(pool)).get("resources", {}).get("nodes")
         assert counted == str(NODE_LIMIT), \
             f"NodePool {pool.name} status.resources.nodes is {counted}, expected {NODE_LIMIT}"
     timings.notes["karpenter_said"] = said[:200]

@@ -5,8 +5,8 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import condition
 from karpenter_e2e.fixtures.settings import settings
 
 pytestmark = pytest.mark.upgrade_gate
@@ -41,7 +41,7 @@ def test_upgrade_disrupts_no_node_and_no_pod(nodepool_factory, inflate_factory, 
         def undisturbed() -> Observation:
             now_claims = expect.nodeclaims(pool)
             drifted = [c["metadata"]["name"] for c in now_claims
-                       if (condition(c, "Drifted") or {}).get("status") == "True"]
+                       if (view.condition(c, "Drifted") or {}).get("status") == "True"]
             now = ({c["metadata"]["uid"] for c in now_claims},
                    {n.metadata.uid for n in expect.nodes(pool)},
                    {p.metadata.uid for p in expect.live_pods(inflate)

@@ -14,9 +14,10 @@ import time
 import allure
 import pytest
 
+from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.labels import ZONE
 from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import claim_requirement, condition, describe_claims
+from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
 
 NOBODY = "karpenter-e2e.test/nobody"  # a provisioner no controller serves
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"  # Karpenter reads a claim as bound by it
@@ -99,7 +100,7 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
         def launched() -> Observation:
             claims = {p.name: expect.nodeclaims(p) for p in (pv_pool, sc_pool)}
             ok = all(claims.values()) and all(
-                (condition(c, "Launched") or {}).get("status") == "True"
+                (view.condition(c, "Launched") or {}).get("status") == "True"
                 for cs in claims.values() for c in cs)
             return Observation(ok, "; ".join(f"{p}: {describe_claims(cs)}"
                                              for p, cs in claims.items()), claims)
@@ -121,8 +122,8 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
     with allure.step("expect the sc pool's NodeClaim to register a node in zone d"):
         def registered() -> Observation:
             cs = expect.nodeclaims(sc_pool)
-            names = [c.get("status", {}).get("nodeName") for c in cs
-                     if (condition(c, "Registered") or {}).get("status") == "True"]
+            names = [view.status(c).get("nodeName") for c in cs
+                     if (view.condition(c, "Registered") or {}).get("status") == "True"]
             return Observation(len(names) == len(cs) == 1, describe_claims(cs), names)
 
         names = expect.eventually(registered, f"the NodeClaim of {sc_pool.name} to register "
