@@ -61,6 +61,8 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
             "Gte and Lte (pkg/scheduling/requirement.go reads them as inclusive bounds)"),
     Feature("min-values-policy", "MIN_VALUES_POLICY (Strict / BestEffort)", "v1.6.4",
             f"{OPTIONS}: --min-values-policy / MIN_VALUES_POLICY"),
+    Feature("preference-policy", "PREFERENCE_POLICY (Respect / Ignore)", "v1.5.5",
+            f"{OPTIONS}: --preference-policy / PREFERENCE_POLICY"),
     Feature("node-repair", "node repair (NodeRepair gate)", "v1.1.5",
             f"{OPTIONS}: the NodeRepair gate (default off); "
             "kwok/cloudprovider/cloudprovider.go: RepairPolicies (empty in v1.1.5, the Ready "

@@ -137,7 +137,8 @@ INPUTS: tuple[Input, ...] = (
        "preferred pod anti-affinity: kept as a constraint, relaxed away if nothing fits "
        "(and, with PREFERENCE_POLICY Respect, it makes the pod count in inverse anti-affinity)",
        f"{SCHED}/preferences.go:Preferences.removePreferredPodAntiAffinityTerm",
-       f"{SCHED}/topology.go:Topology.Update"),
+       f"{SCHED}/topology.go:Topology.Update",
+       proved_by=("preferred-anti-affinity-dropped",)),
     _i("pod.topologySpread.maxSkew", "pod",
        "topologySpreadConstraints maxSkew: how uneven the domains may get",
        f"{SCHED}/topology.go:Topology.newForTopologies",
@@ -530,7 +531,8 @@ INPUTS: tuple[Input, ...] = (
        "PREFERENCE_POLICY Ignore: preferred affinities and ScheduleAnyway spreads are "
        "dropped instead of tried",
        f"{SCHED}/topology.go:Topology.newForTopologies",
-       f"{DISRUPTION}/helpers.go:SimulateScheduling"),
+       f"{DISRUPTION}/helpers.go:SimulateScheduling",
+       proved_by=("preference-policy-ignored",)),
     _i("options.SCHEDULER_CONFIG", "options",
        "SCHEDULER_CONFIG: the kube-scheduler's default topology spread constraints, injected "
        "into pods that have none",

@@ -34,11 +34,13 @@ def spread_over(key: str, app: str = "inflate") -> dict:
 
 
 def running_in_default_pool(nodepool_factory, inflate_factory, expect, what: str,
-                            pod_spec: dict, replicas: int):
-    """The placement scenarios' shared first steps: the default pool, inflate with
-    ``pod_spec`` (a spread or an affinity), scaled to ``replicas`` and all Running."""
+                            pod_spec: dict, replicas: int, pool_spec: dict | None = None):
+    """The placement scenarios' shared first steps: the default pool (``pool_spec`` merged
+    in), inflate with ``pod_spec`` (a spread or an affinity), scaled to ``replicas`` and all
+    Running."""
     with allure.step(f"given the default pool and inflate {what}"):
-        pool = nodepool_factory("default")
+        pool = nodepool_factory("default", spec=pool_spec) if pool_spec else \
+            nodepool_factory("default")
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
                                   extra_pod_spec=pod_spec)
 
@@ -574,6 +576,60 @@ def test_anti_affine_pods_get_one_node_each(nodepool_factory, inflate_factory, e
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         one_pod_per_claim(expect.nodeclaims(pool), 4, "anti-affine pods")
         expect.expect_nodes_satisfy(pool, nodes)
+
+
+# The same anti-affinity as a preference (weight 100): kube-scheduler may ignore it, Karpenter
+# plans for it as long as it can be met.
+# Room for 4 new NodeClaims in one scheduling round: Karpenter counts each new NodeClaim
+# against the pool's limits at the largest type it could become, so under the workshop's 10
+# CPUs only 2 fit in a round; the other pods fail once, and a pod that failed has its
+# preferences relaxed (seen on v1.13.0-v1.15.0: 2 NodeClaims, one of them for 3 pods).
+ROOM_FOR_FOUR = {"limits": {"cpu": "100"}}
+PREFERRED_ONE_PER_NODE = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+    "weight": 100, "podAffinityTerm": ONE_PER_NODE["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"][0]}]}}
+
+
+@pytest.mark.scenario("preferred-anti-affinity")
+@pytest.mark.covers("pod.podAntiAffinity.preferred")
+def test_preferred_anti_affinity_is_planned_for_while_it_can_be_met(nodepool_factory,
+                                                                     inflate_factory, expect):
+    """4 pods with *preferred* anti-affinity to each other on hostname, a pool with room for
+    4 nodes: under the default PREFERENCE_POLICY (Respect) Karpenter keeps a preference as a
+    constraint until nothing fits, so it plans 4 NodeClaims, one pod each, where it would
+    otherwise pack them."""
+    pool, pods = running_in_default_pool(nodepool_factory, inflate_factory, expect,
+                                         "preferring one pod per node",
+                                         {"affinity": PREFERRED_ONE_PER_NODE}, 4, ROOM_FOR_FOUR)
+
+    with allure.step("expect 4 NodeClaims, each sized for one pod"):
+        nodes = list(expect.pods_on(pods).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        one_pod_per_claim(expect.nodeclaims(pool), 4, "pods preferring anti-affinity")
+
+
+@pytest.mark.scenario("preference-policy-ignore")
+@pytest.mark.covers("options.PREFERENCE_POLICY")
+@pytest.mark.karpenter_settings(PREFERENCE_POLICY="Ignore")
+@pytest.mark.karpenter_feature("preference-policy")
+@pytest.mark.modes("local", reason="the harness sets Karpenter's settings in local mode")
+def test_preference_policy_ignore_packs_pods_that_prefer_to_spread(nodepool_factory,
+                                                                    inflate_factory, expect):
+    """PREFERENCE_POLICY Ignore; the preferred-anti-affinity pods and pool: Karpenter drops
+    the preference instead of trying it, and packs the 4 one-CPU pods onto fewer NodeClaims
+    than pods, at least one planned for more than one pod."""
+    pool, pods = running_in_default_pool(nodepool_factory, inflate_factory, expect,
+                                         "preferring one pod per node",
+                                         {"affinity": PREFERRED_ONE_PER_NODE}, 4, ROOM_FOR_FOUR)
+
+    with allure.step("expect fewer NodeClaims than pods, one planned for several"):
+        expect.eventually_nodes_launched_by_karpenter(pool, list(expect.pods_on(pods).values()))
+        claims = expect.nodeclaims(pool)
+        planned = {view.name(c): int(c["spec"].get("resources", {}).get("requests", {})
+                                     .get("pods", "0")) for c in claims}
+        assert len(claims) < 4 and max(planned.values()) > 1, \
+            f"Karpenter honoured the preference under Ignore: {len(claims)} NodeClaims for 4 " \
+            f"pods, pods planned per NodeClaim {planned} ({describe_claims(claims)})"
 
 
 @pytest.mark.scenario("pod-affinity")

@@ -201,6 +201,7 @@ PROBES = {
         v1_nodepool(t), "spec", "template", "spec", "requirements")["items"]["properties"]
     ["operator"].get("enum", []),
     "min-values-policy": lambda t: "MIN_VALUES_POLICY" in text(t, features.OPTIONS),
+    "preference-policy": lambda t: "PREFERENCE_POLICY" in text(t, features.OPTIONS),
     "node-repair": lambda t: '"NodeRepair' in text(t, features.OPTIONS),
     "kwok-unhealthy-fault": lambda t: "KWOKUnhealthyCondition" in text(
         t, "kwok/cloudprovider/cloudprovider.go"),
