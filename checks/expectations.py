@@ -20,8 +20,14 @@ expect:                         # judged once the cluster has settled after scal
   - nodes: {nodepool: gpu, min: 1, max: 2}
   - zones: {nodepool: web, min: 3, max_skew: 1}   # distinct zones of the nodes, and how
                                                  # unevenly the nodes spread over them
+  - pending: {workload: web, reason: untolerated taint}  # that workload's Pending pods, each
+                                                 # with this diagnosis (min 1 unless given)
+  - event: {reason: DisruptionBlocked, message: "nominated", min: 1}  # Karpenter's events in
+                                                 # the phase (regex on message; kind, name)
 after_scale_in:                 # judged once consolidation has settled after scale_in
   - nodes: {max: 1}
+  - no_disruption: {nodepool: critical}          # Karpenter deleted no NodeClaim (of the
+                                                 # pool) during the phase
 ```
 
 Each expectation passes or fails with what was seen. An expectation that finds nothing to
@@ -35,6 +41,7 @@ ExpectError naming the file and the item, raised before any cluster starts.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +49,8 @@ import yaml
 
 from karpenter_e2e.checks.observe import PodView, Snapshot, cost_per_hour, pool_summary
 
-KINDS = ("pending", "not_created", "pods", "spot_share", "instance_categories", "instance_families",
+KINDS = ("pending", "not_created", "no_disruption", "event", "pods", "spot_share",
+         "instance_categories", "instance_families",
          "cost_per_hour", "nodes", "running", "zones", "pod_share")
 OPTIONS = {"only_on", "alone", "allow_empty"}  # keys beside an item's kind
 
@@ -201,8 +209,45 @@ def _range_text(spec: dict) -> str:
 
 
 def _parse_pending(item: dict):
-    spec = _bounds(item["pending"], "max")
+    value = item["pending"]
+    if isinstance(value, dict) and ({"workload", "reason"} & set(value)):
+        rest = {k: v for k, v in value.items() if k not in ("workload", "reason")}
+        if set(rest) - {"min", "max"}:
+            raise ValueError(f"unknown key(s) {', '.join(sorted(set(rest) - {'min', 'max'}))} "
+                             "(pending takes workload, reason, min, max)")
+        spec = _bounds(rest, "max") if rest else {"min": 1}
+        spec.update(workload=str(value.get("workload", "")), reason=str(value.get("reason", "")))
+        who = f" of {spec['workload']}" if spec["workload"] else ""
+        why = f" with the diagnosis {spec['reason']!r}" if spec["reason"] else ""
+        return spec, f"Pending pods{who}{why} {_range_text(spec)}"
+    spec = _bounds(value, "max")
     return spec, f"Pending pods {_range_text(spec)}"
+
+
+def _parse_no_disruption(item: dict):
+    value = item["no_disruption"]
+    if value is True or value is None:
+        value = {}
+    if not isinstance(value, dict) or set(value) - {"nodepool"}:
+        raise ValueError("expected no_disruption: true or {nodepool: NAME}")
+    return dict(value), f"no NodeClaim{_pool_text(value)} deleted by Karpenter"
+
+
+def _parse_event(item: dict):
+    value = item["event"]
+    if not isinstance(value, dict) or not ({"reason", "message"} & set(value)):
+        raise ValueError("expected event: {reason: R, message: REGEX, kind: K, name: N, "
+                         "min:, max:}")
+    match = {k: str(value[k]) for k in ("reason", "message", "kind", "name") if k in value}
+    if "message" in match:
+        try:
+            re.compile(match["message"])
+        except re.error as exc:
+            raise ValueError(f"event message is not a regular expression: {exc}") from None
+    bounds = {k: v for k, v in value.items() if k in ("min", "max")}
+    spec = {**(_bounds(bounds, "min") if bounds else {"min": 1}), "match": match}
+    what = ", ".join(f"{k} {v!r}" for k, v in match.items())
+    return spec, f"Karpenter events with {what} {_range_text(spec)}"
 
 
 def _parse_not_created(item: dict):
@@ -287,6 +332,7 @@ def _parse_running(item: dict):
 
 
 PARSERS = {"pending": _parse_pending, "not_created": _parse_not_created,
+           "no_disruption": _parse_no_disruption, "event": _parse_event,
            "pods": _parse_pods, "spot_share": _parse_spot_share,
            "instance_categories": _parse_allowed("instance_categories", "category"),
            "instance_families": _parse_allowed("instance_families", "family"),
@@ -367,9 +413,48 @@ def _judge_not_created(spec: dict, snap: Snapshot):
 def _judge_pending(spec: dict, snap: Snapshot):
     if not snap.pods:
         return _empty(spec, "no pods at all")
+    if "workload" in spec or "reason" in spec:
+        return _judge_pending_of(spec, snap)
     pending = [p for p in snap.pods if p.phase == "Pending"]
     seen = f"{len(pending)} Pending" + (": " + _by_workload(pending, snap) if pending else "")
     return _within(len(pending), spec), seen
+
+
+def _workload_matches(workload: str, ref: str) -> bool:
+    """'Deployment/shop/web' matches 'web', 'shop/web' and itself."""
+    return not ref or workload == ref or workload.endswith(f"/{ref}")
+
+
+def _judge_pending_of(spec: dict, snap: Snapshot):
+    pending = [p for p in snap.pods if p.phase == "Pending"
+               and _workload_matches(p.workload, spec["workload"])]
+    reason = spec["reason"]
+    wrong = sorted({p.workload for p in pending
+                    if reason and reason not in (snap.diagnoses.get(p.workload) or "")})
+    seen = f"{len(pending)} Pending" + (": " + _by_workload(pending, snap) if pending else "")
+    if wrong:
+        seen += f"; not for {reason!r}: {', '.join(wrong)}"
+    return _within(len(pending), spec) and not wrong, seen
+
+
+def _judge_no_disruption(spec: dict, snap: Snapshot):
+    pool = spec.get("nodepool")
+    gone = [r for r in snap.removed if not pool or r["nodepool"] == pool]
+    return not gone, ("none deleted" if not gone else "deleted: " + ", ".join(
+        f"{r['claim']} ({r['instance_type'] or '?'}, pool {r['nodepool'] or '?'})"
+        for r in gone[:8]))
+
+
+def _judge_event(spec: dict, snap: Snapshot):
+    match = spec["match"]
+    hits = [e for e in snap.events
+            if all(re.search(v, e.get(k) or "") if k == "message" else e.get(k) == v
+                   for k, v in match.items())]
+    seen = f"{len(hits)} matching of {len(snap.events)} Karpenter events in the phase"
+    if hits:
+        e = hits[-1]
+        seen += f"; last: {e['reason']} {e['kind']}/{e['name']}: {e['message'][:200]}"
+    return _within(len(hits), spec), seen
 
 
 def _judge_pods(spec: dict, snap: Snapshot):
@@ -479,7 +564,8 @@ def _judge_zones(spec: dict, snap: Snapshot):
                 + f" (skew {skew})")
 
 
-JUDGES = {"pending": _judge_pending, "not_created": _judge_not_created, "pods": _judge_pods,
+JUDGES = {"pending": _judge_pending, "not_created": _judge_not_created,
+          "no_disruption": _judge_no_disruption, "event": _judge_event, "pods": _judge_pods,
           "spot_share": _judge_spot_share,
           "instance_categories": _judge_allowed("category"),
           "instance_families": _judge_allowed("family"),

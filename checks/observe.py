@@ -93,6 +93,11 @@ class Snapshot:
     diagnoses: dict[str, str] = field(default_factory=dict)  # workload -> verdict
     # workload -> why its controller made fewer pods than asked (no pod, so no Karpenter input)
     not_created: dict[str, NotCreated] = field(default_factory=dict)
+    # what happened in the phase that led here, from the timeline recording: the NodeClaims
+    # Karpenter deleted ({claim, nodepool, instance_type}) and Karpenter's events
+    # ({reason, kind, name, message})
+    removed: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
 
     def node(self, name: str) -> NodeView | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -109,7 +114,8 @@ class Snapshot:
                    [NodeView(**n) for n in d["nodes"]], [PoolView(**p) for p in d["pools"]],
                    d.get("claims_launching", 0), d.get("claims_deleting", 0),
                    d.get("diagnoses") or {},
-                   {w: NotCreated(**n) for w, n in (d.get("not_created") or {}).items()})
+                   {w: NotCreated(**n) for w, n in (d.get("not_created") or {}).items()},
+                   d.get("removed") or [], d.get("events") or [])
 
 
 def _category(instance_type: str) -> str:

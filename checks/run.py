@@ -102,16 +102,22 @@ class Check:
             log.warning("cluster %r kept (--keep-cluster)", self.backend.name)
 
     def take_down(self) -> None:
-        self._keep_karpenter_log()
         self.backend.down()
-        # Nothing of the check stays behind: its logs are in the run's report directory.
+        # Nothing of the check stays behind: the cluster's logs (Karpenter's and the control
+        # plane's, which down() has just written) move to the run's report directory.
+        self._keep_logs()
         shutil.rmtree(self.backend.run_dir, ignore_errors=True)
 
-    def _keep_karpenter_log(self) -> None:
+    def _keep_logs(self) -> None:
         src = getattr(self.backend, "logs_dir", None)
-        if src and (src / "karpenter.log").exists():
-            self.out_dir.mkdir(parents=True, exist_ok=True)
+        if not src or not src.is_dir():
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if (src / "karpenter.log").exists():
             shutil.copy2(src / "karpenter.log", self.out_dir / "karpenter.log")
+        shutil.copytree(src, self.out_dir / "cluster-logs", dirs_exist_ok=True)
+        log.warning("the cluster's logs are in %s (its run directory is removed)",
+                    self.out_dir / "cluster-logs")
 
     def _log_offset(self, info) -> int:
         path = info.karpenter_log
@@ -156,6 +162,7 @@ class Check:
             self.kube, self.plan.bundle, nodeclass_kind, self.backend.karpenter_running,
             lambda: _read_from(info.karpenter_log, offset), catalogue, self.workloads(applied))
 
+        t_apply = time.time()
         applier.apply(mapped)
         t = self._timed("apply_s", t)
         settler = settle.Settler(self.kube, self.plan.bundle)
@@ -166,6 +173,7 @@ class Check:
             settled, settle_error = False, str(exc).splitlines()[0]
         t = self._timed("settle_s", t)
         out_snap = snapshot(mapped)
+        _phase_history(out_snap, timeline, t_apply)
         results = [dict(r.to_dict(), phase="scale-out")
                    for r in (e.evaluate(out_snap) for e in self.plan.expect.expect)]
         t = self._timed("observe_s", t)
@@ -183,6 +191,7 @@ class Check:
                 settled, settle_error = False, "after scale-in: " + str(exc).splitlines()[0]
             t = self._timed("scale_in_settle_s", t)
             in_snap = snapshot(scaled_in)
+            _phase_history(in_snap, timeline, t_in)
             results += [dict(r.to_dict(), phase="scale-in")
                         for r in (e.evaluate(in_snap) for e in self.plan.expect.after_scale_in)]
             consolidation = self._consolidation(timeline, t_in, out_snap, in_snap)
@@ -365,3 +374,18 @@ def _catalogue_summary(path: Path | None) -> str:
         return f"{len(json.loads(Path(path).read_text()))} instance types ({path})"
     except (OSError, ValueError) as exc:
         return f"{path}: unreadable ({type(exc).__name__})"
+
+
+def _phase_history(snap: observe.Snapshot, timeline: Timeline, since: float) -> None:
+    """What the timeline saw between ``since`` and the snapshot: the NodeClaims Karpenter
+    deleted and Karpenter's events, for the no_disruption and event expectations. Both
+    timestamps have 1 s resolution: the window opens a second early."""
+    rec = timeline.recording
+    ms = machines(rec)
+    since -= 1.0
+    snap.removed = [{"claim": m.claim or m.node, "nodepool": m.nodepool,
+                     "instance_type": m.instance_type}
+                    for m in ms if m.deleting and since <= m.deleting <= snap.at]
+    snap.events = [{"reason": e["reason"], "kind": e["kind"], "name": e["name"],
+                    "message": e["message"]}
+                   for e in karpenter_events(rec, ms) if e["t"] and since <= e["t"] <= snap.at]

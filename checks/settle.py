@@ -96,7 +96,9 @@ class Settler:
             claims = self._claims()
             busy = _busy(claims)
             pending = [p for p in pods if p.status.phase == "Pending"]
-            undecided = [p.metadata.name for p in pending if not self._karpenter_decided(p)]
+            decided = self._karpenter_decided({p.metadata.namespace for p in pending})
+            undecided = [p.metadata.name for p in pending
+                         if (p.metadata.namespace, p.metadata.name) not in decided]
             quiet = self._note((tuple(sorted(counts.items())),
                                 tuple(sorted((p.metadata.name, p.status.phase) for p in pods)),
                                 tuple(sorted(c["metadata"]["name"] for c in claims))))
@@ -147,15 +149,14 @@ class Settler:
                                "consolidateAfter)", timeout=DEFAULTS.disruption)
         return time.time() - started
 
-    def _karpenter_decided(self, pod) -> bool:
-        """Karpenter could not place the pod (FailedScheduling), or placed it on a NodeClaim
-        (Nominated) and the pod waits on something else, e.g. a volume nothing provisions
-        (no NodeClaim launching is the other half, checked beside this)."""
-        events = self.kube.core.list_namespaced_event(
-            pod.metadata.namespace, field_selector=f"involvedObject.name={pod.metadata.name},"
-                                                   "source=karpenter",
-            _request_timeout=self.kube.timeout).items
-        return any(e.reason in ("FailedScheduling", "Nominated") for e in events)
+    def _karpenter_decided(self, namespaces: set[str]) -> set[tuple[str, str]]:
+        """The pods Karpenter could not place (FailedScheduling), or placed on a NodeClaim
+        (Nominated) while they wait on something else, e.g. a volume nothing provisions (no
+        NodeClaim launching is the other half, checked beside this). One list of Karpenter's
+        events per namespace, not one per pod."""
+        return {(ns, e.involved_object.name or "") for ns in sorted(namespaces)
+                for e in self.kube.karpenter_events(ns)
+                if e.involved_object.kind == "Pod" and e.reason in ("FailedScheduling", "Nominated")}
 
 
 def _busy(claims: list[dict]) -> str:

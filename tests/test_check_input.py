@@ -501,3 +501,36 @@ def test_a_refusal_belongs_to_the_workload_whose_pods_it_refused():
     assert observe._made_by(rs("ReplicaSet", "web-5d4f8"), web)
     assert not observe._made_by(rs("ReplicaSet", "web-api-5d4f8"), web)
     assert not observe._made_by(rs("StatefulSet", "web"), web)
+
+
+def test_pending_of_one_workload_with_its_reason():
+    s = snap([pod("a", phase="Pending"), pod("b", "n1", "Deployment/ml/api")],
+             [node("n1", "default")], {"Deployment/ml/web": "untolerated taint: dedicated=batch"})
+    ok, wrong_reason, other, typo = "- pending: {workload: web, reason: untolerated taint}\n", \
+        "- pending: {workload: ml/web, reason: NodePool limit reached}\n", \
+        "- pending: {workload: api, reason: untolerated taint}\n", \
+        "- pending: {workload: web, reson: x}\n"
+    assert judge(ok, s)[0].ok
+    r = judge(wrong_reason, s)[0]
+    assert not r.ok and "not for 'NodePool limit reached': Deployment/ml/web" in r.seen
+    assert not judge(other, s)[0].ok  # api has no Pending pod: min 1 unless given
+    assert judge("- pending: {workload: api, max: 0}\n", s)[0].ok
+    with pytest.raises(ExpectError, match="unknown key"):
+        judge(typo, s)
+
+
+def test_no_disruption_and_events_judge_what_the_phase_saw():
+    s = snap([pod("a", "n1")], [node("n1", "default")])
+    s.removed = [{"claim": "critical-x1", "nodepool": "critical", "instance_type": "m5.large"}]
+    s.events = [{"reason": "DisruptionBlocked", "kind": "NodeClaim", "name": "default-a",
+                 "message": "Node is nominated for a pending pod"}]
+    assert judge("- no_disruption: {nodepool: default}\n", s)[0].ok
+    r = judge("- no_disruption: true\n", s)[0]
+    assert not r.ok and "critical-x1 (m5.large, pool critical)" in r.seen
+    assert judge("- event: {reason: DisruptionBlocked, message: nominated}\n", s)[0].ok
+    assert not judge("- event: {reason: DisruptionBlocked, message: nominated, max: 0}\n", s)[0].ok
+    assert not judge("- event: {reason: Unconsolidatable}\n", s)[0].ok
+    with pytest.raises(ExpectError, match="regular expression"):
+        judge("- event: {message: '('}\n", s)
+    again = Snapshot.from_dict(s.to_dict())
+    assert again.removed == s.removed and again.events == s.events
