@@ -126,7 +126,8 @@ INPUTS: tuple[Input, ...] = (
        proved_by=("pod-affinity-ignored",)),
     _i("pod.podAffinity.preferred", "pod",
        "preferred pod affinity: kept as a constraint, relaxed away if nothing fits",
-       f"{SCHED}/preferences.go:Preferences.removePreferredPodAffinityTerm"),
+       f"{SCHED}/preferences.go:Preferences.removePreferredPodAffinityTerm",
+       proved_by=("preferred-pod-affinity-dropped",)),
     _i("pod.podAntiAffinity.required", "pod",
        "required pod anti-affinity: no domain holding a matching pod (and the inverse: "
        "existing pods' anti-affinity keeps new pods away)",

@@ -632,22 +632,25 @@ def test_preference_policy_ignore_packs_pods_that_prefer_to_spread(nodepool_fact
             f"pods, pods planned per NodeClaim {planned} ({describe_claims(claims)})"
 
 
-@pytest.mark.scenario("pod-affinity")
-@pytest.mark.covers("pod.podAffinity.required")
-def test_affine_pods_follow_an_existing_pod_to_its_zone(nodepool_factory, inflate_factory,
-                                                        expect, cluster):
-    """A pod already running in the last zone; 3 one-CPU pods with required zone affinity to
-    it: Karpenter plans their NodeClaims for that zone only (the claims' zone requirement),
-    though the pool allows every zone."""
+def followers_go_to_the_anchors_zone(nodepool_factory, inflate_factory, expect, cluster,
+                                     term: str, pool_spec: dict | None = None) -> None:
+    """A pod already running in the last zone; 3 one-CPU pods with zone affinity to it of
+    the kind ``term`` (required, or preferred at weight 100): Karpenter plans their NodeClaims
+    for that zone only (the claims' zone requirement), though the pool allows every zone."""
     zone = cluster.info.zones[-1]
     with allure.step(f"given the default pool and an anchor pod running in {zone}"):
-        pool = nodepool_factory("default")
+        pool = nodepool_factory("default", spec=pool_spec) if pool_spec else \
+            nodepool_factory("default")
         anchor = inflate_factory("anchor", replicas=1,
                                  node_selector={**pool.template_labels, ZONE: zone})
         anchor_node = expect.node_of_each_pod(expect.eventually_pods_running(anchor, 1))[0]
         anchor_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
-        affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "anchor"}}}]}}
+        to_anchor = {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "anchor"}}}
+        affinity = {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [to_anchor]
+            if term == "required" else [],
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": to_anchor}] if term == "preferred" else []}}
         # Each follower needs its own CPU: none fits beside the anchor on its node.
         followers = inflate_factory("follower", replicas=0, node_selector=pool.template_labels,
                                     extra_pod_spec={"affinity": affinity})
@@ -667,6 +670,28 @@ def test_affine_pods_follow_an_existing_pod_to_its_zone(nodepool_factory, inflat
         assert not wrong, f"follower NodeClaims not planned for {zone} only (zone " \
                           f"requirement): {wrong}"
         assert_all_labelled(nodes, ZONE, zone, "followers' nodes")
+
+
+@pytest.mark.scenario("pod-affinity")
+@pytest.mark.covers("pod.podAffinity.required")
+def test_affine_pods_follow_an_existing_pod_to_its_zone(nodepool_factory, inflate_factory,
+                                                        expect, cluster):
+    """A pod already running in the last zone; 3 one-CPU pods with required zone affinity to
+    it: Karpenter plans their NodeClaims for that zone only (the claims' zone requirement),
+    though the pool allows every zone."""
+    followers_go_to_the_anchors_zone(nodepool_factory, inflate_factory, expect, cluster,
+                                     "required")
+
+
+@pytest.mark.scenario("preferred-pod-affinity")
+@pytest.mark.covers("pod.podAffinity.preferred")
+def test_preferred_affinity_takes_pods_to_the_anchors_zone_while_it_can(
+        nodepool_factory, inflate_factory, expect, cluster):
+    """The same with *preferred* zone affinity (weight 100) and room for 4 nodes: under the
+    default PREFERENCE_POLICY (Respect) Karpenter plans for the preference as long as it can
+    be met, so the followers' NodeClaims are for the anchor's zone only."""
+    followers_go_to_the_anchors_zone(nodepool_factory, inflate_factory, expect, cluster,
+                                     "preferred", ROOM_FOR_FOUR)
 
 
 HOST_PORT = [{"containerPort": 8080, "hostPort": 8080, "protocol": "TCP"}]
