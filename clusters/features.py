@@ -61,6 +61,9 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
             "Gte and Lte (pkg/scheduling/requirement.go reads them as inclusive bounds)"),
     Feature("min-values-policy", "MIN_VALUES_POLICY (Strict / BestEffort)", "v1.6.4",
             f"{OPTIONS}: --min-values-policy / MIN_VALUES_POLICY"),
+    Feature("spread-match-label-keys", "topologySpreadConstraints matchLabelKeys", "v1.5.5",
+            "pkg/controllers/provisioning/scheduling/topology.go: newForTopologies adds each "
+            "matchLabelKeys label's own value to the spread's selector"),
     Feature("preference-policy", "PREFERENCE_POLICY (Respect / Ignore)", "v1.5.5",
             f"{OPTIONS}: --preference-policy / PREFERENCE_POLICY"),
     Feature("node-repair", "node repair (NodeRepair gate)", "v1.1.5",

@@ -16,6 +16,7 @@ from karpenter_e2e.clusters.labels import (
     HOSTNAME,
     INSTANCE_TYPE,
     NODEPOOL,
+    TEST_LABEL,
     ZONE,
 )
 from karpenter_e2e.clusters.waits import Observation
@@ -246,6 +247,48 @@ def test_a_schedule_anyway_spread_is_relaxed_and_do_not_schedule_is_kept(
         expect.consistently_nodeclaims_untouched(pools["strict"], set(), 15)
         expect.consistently_pods_pending(strict, 2, duration=1)
     timings.notes["karpenter_said"] = said[:300]
+
+
+@pytest.mark.scenario("spread-match-label-keys")
+@pytest.mark.covers("pod.topologySpread.matchLabelKeys")
+@pytest.mark.karpenter_feature("spread-match-label-keys")
+def test_match_label_keys_spread_each_workload_over_its_own_pods(nodepool_factory,
+                                                                  inflate_factory, expect):
+    """A pool in zones a, b and c; 2 pods of `old` running in zone a; 3 pods of `new` spread
+    over zones (maxSkew 1) with a selector that matches both workloads' pods and
+    matchLabelKeys [app]: each pod's own app value joins the selector, so only `new`'s pods
+    count and Karpenter plans one NodeClaim in each zone, a included. Counting `old`'s two in
+    a, it would plan none there. Each pod takes 1.5 CPUs: none fits beside another pod.
+    From Kubernetes 1.34 the API server itself merges matchLabelKeys into the stored selector
+    (seen on 1.35.4 with a dry-run create), so Karpenter's own merge shows only on 1.33 and
+    older: its mutant runs there."""
+    zones = ("us-west-2a", "us-west-2b", "us-west-2c")
+    with allure.step(f"given the default pool in zones {zones}, and 2 pods of old in {zones[0]}"):
+        pool = nodepool_factory(narrow(nodepool_factory.spec("default"),
+                                       require(ZONE, "In", *zones), replacing=(ZONE,)),
+                                spec=ROOM_FOR_FOUR)
+        old = inflate_factory("old", replicas=2, cpu="1500m",
+                              node_selector={**pool.template_labels, ZONE: zones[0]})
+        expect.eventually_pods_running(old, 2)
+        before = {view.name(c) for c in expect.nodeclaims(pool)}
+        both = {TEST_LABEL: inflate_factory.scope.labels[TEST_LABEL]}  # old's pods and new's
+        spread = {"topologySpreadConstraints": [{
+            "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": both}, "matchLabelKeys": ["app"]}]}
+        new = inflate_factory("new", replicas=0, cpu="1500m", node_selector=pool.template_labels,
+                              extra_pod_spec=spread)
+
+    with allure.step("scale new to 3"):
+        new.scale(3)
+        pods = expect.eventually_pods_running(new, 3)
+
+    with allure.step("expect new's 3 NodeClaims one in each zone, a included"):
+        expect.eventually_nodes_launched_by_karpenter(pool, list(expect.pods_on(pods).values()))
+        claims = [c for c in expect.nodeclaims(pool) if view.name(c) not in before]
+        planned = sorted(str(claim_requirement(c, ZONE).get("values")) for c in claims)
+        assert planned == sorted(str([z]) for z in zones), \
+            f"new's NodeClaims by zone requirement: {planned}, expected one in each of " \
+            f"{zones} (old's pods in {zones[0]} must not count) ({describe_claims(claims)})"
 
 
 @pytest.mark.scenario("instance-exclusion")

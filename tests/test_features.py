@@ -202,6 +202,8 @@ PROBES = {
     ["operator"].get("enum", []),
     "min-values-policy": lambda t: "MIN_VALUES_POLICY" in text(t, features.OPTIONS),
     "preference-policy": lambda t: "PREFERENCE_POLICY" in text(t, features.OPTIONS),
+    "spread-match-label-keys": lambda t: "MatchLabelKeys" in text(
+        t, "pkg/controllers/provisioning/scheduling/topology.go"),
     "node-repair": lambda t: '"NodeRepair' in text(t, features.OPTIONS),
     "kwok-unhealthy-fault": lambda t: "KWOKUnhealthyCondition" in text(
         t, "kwok/cloudprovider/cloudprovider.go"),
