@@ -550,7 +550,8 @@ INPUTS: tuple[Input, ...] = (
     _i("gates.SpotToSpotConsolidation", "options",
        "feature gate SpotToSpotConsolidation: a spot node may be replaced by a cheaper spot "
        "node (with enough cheaper types)",
-       f"{DISRUPTION}/consolidation.go:consolidation.computeSpotToSpotConsolidation"),
+       f"{DISRUPTION}/consolidation.go:consolidation.computeSpotToSpotConsolidation",
+       proved_by=("spot-to-spot-min-types-raised", "spot-to-spot-gate-ignored")),
     _i("gates.CapacityBuffer", "options",
        "feature gate CapacityBuffer: CapacityBuffers' virtual pods provisioned for as if "
        "pending",

@@ -10,8 +10,9 @@ from karpenter_e2e.clusters.karpenter_clock import (
     DISRUPTION_TOLERANCE_S as TOLERANCE,
     POD_EVENT_DEDUPE_S as DEDUPE,
 )
-from karpenter_e2e.clusters.labels import INSTANCE_TYPE
+from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE
 from karpenter_e2e.fixtures.expect import describe_claims, price
+from karpenter_e2e.fixtures.nodepools import narrow, require
 from karpenter_e2e.fixtures.timings import timestamp
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
@@ -132,3 +133,66 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
                    nodes_before=len(before), nodes_after=len(after))
     timings.notes["types"] = (f"{sorted(n.metadata.labels[INSTANCE_TYPE] for n in before.values())}"
                               f" -> {sorted(n.metadata.labels[INSTANCE_TYPE] for n in after)}")
+
+
+def spot_node_left_underused(nodepool_factory, inflate_factory, expect):
+    """The default pool on spot alone (limit raised to 100 CPU), inflate at 10 on one spot
+    NodeClaim, then scaled to 2: the node is underused, and only a spot node may replace it."""
+    with allure.step("given the default pool on spot only (limit 100 CPU) and inflate at 10"):
+        spec = nodepool_factory.spec("default")
+        narrow(spec, require(CAPACITY_TYPE, "In", "spot"), replacing=(CAPACITY_TYPE,))
+        pool = nodepool_factory(spec, spec={"limits": {"cpu": "100"}})
+        inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
+        before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
+        old = {view.name(c) for c in expect.nodeclaims(pool)}
+        assert len(old) == 1, f"10 one-CPU pods on {len(old)} NodeClaims, not one"
+    with allure.step("scale inflate to 2"):
+        inflate.scale(2)
+    return pool, inflate, before, old, time.time()
+
+
+@pytest.mark.scenario("spot-to-spot-consolidation")
+@pytest.mark.covers("gates.SpotToSpotConsolidation")
+@pytest.mark.karpenter_settings(SpotToSpotConsolidation="true")
+@pytest.mark.karpenter_feature("spot-to-spot-consolidation")
+@pytest.mark.modes("local", reason="the harness sets Karpenter's feature gates in local mode")
+def test_spot_to_spot_replaces_an_underused_spot_node(nodepool_factory, inflate_factory,
+                                                      expect):
+    """SpotToSpotConsolidation on; a spot node left with 2 of its 10 pods: Karpenter replaces
+    it with a cheaper spot node (ready before the old one is deleted), pods kept running."""
+    pool, inflate, before, old, scaled = spot_node_left_underused(nodepool_factory,
+                                                                  inflate_factory, expect)
+    with allure.step("expect a cheaper spot replacement, ready before the old node went"):
+        ends = expect.watch_nodeclaims_end(pool, old, timeout=CONSOLIDATE_AFTER + 90,
+                                           what=f"underused spot NodeClaim {sorted(old)} to go")
+        after = list(expect.pods_on(expect.eventually_pods_running(inflate, 2)).values())
+        claims = [c for c in expect.nodeclaims(pool) if view.name(c) not in old]
+        assert claims, "no replacement NodeClaim: the 2 pods could not have stayed"
+        types = {n.metadata.name: n.metadata.labels.get(CAPACITY_TYPE) for n in after}
+        assert set(types.values()) == {"spot"}, f"replacement nodes' capacity types: {types}"
+        cost_before, cost_after = sum(price(n) for n in before.values()), \
+            sum(price(n) for n in expect.nodes(pool))
+        assert cost_after < cost_before, \
+            f"the pool costs ${cost_after:.4f}/h after, ${cost_before:.4f}/h before"
+        ready = sorted(timestamp(view.condition(c, "Initialized")["lastTransitionTime"])
+                       for c in claims if view.is_true(c, "Initialized"))
+        deleted = min(e.deleting_at for e in ends.values() if e.deleting_at)
+        assert ready and ready[0] <= deleted + 1, \
+            f"the old spot NodeClaim was deleted {deleted - scaled:.0f}s after the scale-in, " \
+            f"before a replacement initialized ({describe_claims(claims)})"
+
+
+@pytest.mark.scenario("spot-to-spot-disabled")
+@pytest.mark.covers("gates.SpotToSpotConsolidation")
+def test_without_spot_to_spot_an_underused_spot_node_stays(nodepool_factory, inflate_factory,
+                                                           expect):
+    """SpotToSpotConsolidation off (the default); the same underused spot node: Karpenter
+    says it cannot replace a spot node with a spot node, and keeps it."""
+    pool, _, before, old, _ = spot_node_left_underused(nodepool_factory, inflate_factory,
+                                                       expect)
+    with allure.step("expect Karpenter to say spot-to-spot is disabled, and keep the node"):
+        names = old | {n.metadata.name for n in before.values()}
+        expect.eventually_karpenter_says(
+            r"SpotToSpotConsolidation is disabled", about=names,
+            timeout=CONSOLIDATE_AFTER + 60)
+        expect.consistently_nodeclaims_untouched(pool, old, 20)
