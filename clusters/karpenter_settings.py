@@ -12,7 +12,7 @@ election, the catalogue); those cannot be set here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,11 +131,11 @@ def check(settings: Mapping[str, str], release: Known, flag: str = "--karpenter-
 
 
 def split(settings: Mapping[str, str],
-          release: Known) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
-    """The settings as Karpenter's environment (its options), the gates to turn on and the
-    gates to turn off."""
-    env = {k: v for k, v in settings.items() if k not in release.gates}
-    gates = {k: v.lower() == "true" for k, v in settings.items() if k in release.gates}
+          gates: Collection[str]) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
+    """The settings as Karpenter's environment (its options), and of the feature ``gates``
+    the release knows, those the settings turn on and those they turn off."""
+    env = {k: v for k, v in settings.items() if k not in gates}
+    gates = {k: v.lower() == "true" for k, v in settings.items() if k in gates}
     return env, tuple(k for k, on in gates.items() if on), tuple(k for k, on in gates.items() if not on)
 
 

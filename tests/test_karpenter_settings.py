@@ -56,7 +56,7 @@ def test_unknown_reserved_and_malformed_settings_are_refused_with_what_is_known(
 
 def test_settings_split_into_environment_and_gates(release):
     env, on, off = ks.split({"MIN_VALUES_POLICY": "BestEffort", "CapacityBuffer": "true",
-                             "ReservedCapacity": "false"}, release)
+                             "ReservedCapacity": "false"}, release.gates)
     assert env == {"MIN_VALUES_POLICY": "BestEffort"}
     assert on == ("CapacityBuffer",) and off == ("ReservedCapacity",)
 

@@ -177,7 +177,7 @@ class AwsSimCluster(LocalCluster):
         env: dict[str, str | None] = {}
         if self.settings:  # the provider's defaults otherwise (no FEATURE_GATES of ours)
             version = version or self.karpenter_version
-            options, on, off = ksettings.split(self.settings, self.known_settings(version))
+            options, on, off = ksettings.split(self.settings, self.known_settings(version).gates)
             env |= options
             if on or off:
                 env["FEATURE_GATES"] = features.feature_gates_env(

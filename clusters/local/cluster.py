@@ -242,10 +242,9 @@ class LocalCluster:
     def gates_on(self, version: str) -> tuple[str, ...]:
         """The gates the harness turns on that Karpenter ``version`` knows."""
         known = features.gates_known(version)
-        on = [g for g in known if self.settings.get(g, "").lower() == "true"
-              and g not in self.feature_gates]
-        off = [g for g in known if self.settings.get(g, "").lower() == "false"]
-        return tuple(g for g in (*self.feature_gates, *on) if g in known and g not in off)
+        _, on, off = ksettings.split(self.settings, known)
+        return tuple(g for g in dict.fromkeys((*self.feature_gates, *on))
+                     if g in known and g not in off)
 
     # ---- up ------------------------------------------------------------------------------
     def up(self, reuse: bool = False) -> ClusterInfo:
@@ -501,7 +500,7 @@ class LocalCluster:
         """Cloud-provider settings on top of the common environment (None unsets one), for
         Karpenter ``version``: its own gates and defaults (features.GATES), with ours on."""
         version = version or self.karpenter_version
-        options, on, off = ksettings.split(self.settings, self.known_settings(version))
+        options, on, off = ksettings.split(self.settings, self.known_settings(version).gates)
         env: dict[str, str | None] = {
             **options,
             "FEATURE_GATES": features.feature_gates_env(version, tuple(self.feature_gates) + on,
