@@ -179,7 +179,16 @@ def burst_against_limit(expect, pool, inflate, replicas: int, resource: str, lim
     """Scale ``inflate`` to ``replicas``, past the pool's limit on ``resource``, watching the
     pool's NodeClaims throughout: never more than ``limit`` held, each launch within what
     the limit left, Karpenter saying so, and stopping only when the room left is below the
-    ``smallest`` type. Returns how many pods are left Pending (and stay so for 20s)."""
+    ``smallest`` type. Returns how many pods are left Pending (and stay so for 20s).
+
+    How many pods end Pending is not asserted: it is kube-scheduler's packing of the nodes'
+    allocatable, and locally that exceeds what Karpenter counts. Karpenter's KWOK provider
+    gives a NodeClaim the capacity of its requests (kwok/cloudprovider/cloudprovider.go:
+    Capacity = the NodeClaim's requests, Allocatable = the instance type's), so a 2xlarge
+    planned for 4 one-CPU pods counts 4 CPUs against the limit and holds 7. Whether pods are
+    left over then depends on how the pods fell into batches (seen: 5 + 7 pods on claims of
+    1, 4, 3 and 1 pods, 9 CPUs counted, all 12 running). On EKS capacity is the instance's,
+    so the held-at-most-the-limit check above leaves pods Pending there by arithmetic."""
     def within_limit() -> Observation:
         claims = expect.nodeclaims(pool)
         amount, over = claimed(claims, resource), launches_over_limit(claims, limit, resource)
@@ -202,14 +211,10 @@ def burst_against_limit(expect, pool, inflate, replicas: int, resource: str, lim
         with allure.step("expect it to stop only when the limit leaves no type to launch"):
             pending = expect.eventually_settled(pool, inflate)
             left = limit - claimed(expect.nodeclaims(pool), resource)
-            # The limit binds (pods are left Pending), but Karpenter must not stop while the
-            # room left under the limit still fits its smallest type. (How many pods run is
-            # kube-scheduler's business: locally a node's allocatable exceeds the capacity
-            # Karpenter counts, so more pods than limit/request can fit; see README.)
-            assert pending > 0, \
-                f"all {replicas} pods run: the {show(limit, resource)} limit did not bind"
-            assert left < smallest, (f"{pending} pods left Pending with {show(left, resource)} "
-                                     f"still free under the limit")
+            # Karpenter must not stop while the room left under the limit still fits its
+            # smallest type.
+            assert left < smallest, (f"Karpenter stopped with {show(left, resource)} still "
+                                     f"free under the limit ({pending} pods Pending)")
 
         with allure.step("expect the Pending pods to stay Pending for 20s"):
             expect.consistently_pods_pending(inflate, pending, duration=20)
@@ -224,7 +229,9 @@ SMALLEST_TYPE_CPU = 2  # the pool's smallest types (c/m/r .large) have 2 vCPU
 @pytest.mark.scenario("limits")
 @pytest.mark.covers("nodepool.limits.cpu")
 def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory, expect, timings):
-    """Workshop limits: cpu 10; 5 -> 12 replicas leaves pods Pending and the pool at <= 10 CPU."""
+    """Workshop limits: cpu 10; 5 -> 12 replicas: Karpenter says the limit is exceeded, its
+    NodeClaims never hold more than 10 CPUs, and it stops only when no type fits the room
+    left (on EKS that leaves pods Pending; locally the nodes' allocatable may hold them)."""
     with allure.step("given the workshop default NodePool (limits cpu 10) and inflate at 5"):
         pool = nodepool_factory("default")
         inflate = inflate_factory(replicas=5, node_selector=pool.template_labels)
@@ -248,8 +255,8 @@ SMALLEST_TYPE_MEMORY_GI = 4  # the pool's smallest types (c5/c6a/c6i/c7i .large)
 def test_nodepool_memory_limit_is_never_exceeded(nodepool_factory, inflate_factory, expect,
                                                  timings):
     """limits.memory 20Gi (cpu out of the way); 30 pods of 1Gi and 100m CPU, 30Gi in all: the
-    pool's NodeClaims never hold more than 20Gi, each launch fits what the limit left, pods
-    are left Pending, and Karpenter stops only when no type fits the room left."""
+    pool's NodeClaims never hold more than 20Gi, each launch fits what the limit left,
+    Karpenter says the limit is exceeded, and stops only when no type fits the room left."""
     limit = LIMIT_MEMORY_GI * GI
     with allure.step(f"given the default pool with limits memory {LIMIT_MEMORY_GI}Gi, cpu 1000"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "1000",

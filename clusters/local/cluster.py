@@ -654,7 +654,9 @@ class LocalCluster:
 
     def _log_tails(self, names: list[str], lines: int = 15) -> str:
         logs = self.logs()
-        return "\n".join(f"--- {n} ---\n{_tail_file(logs[n], lines)}" for n in names if n in logs)
+        return "\n".join(f"--- {n} ---\n{_tail_file(logs[n], lines)}" if n in logs else
+                         f"--- {n} --- (no log of that name; logs: {', '.join(sorted(logs))})"
+                         for n in names)
 
 
 # The NodeClass label core writes on every NodeClaim from v1.1 (v1.NodeClassLabelKey).
