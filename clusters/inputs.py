@@ -174,7 +174,8 @@ INPUTS: tuple[Input, ...] = (
     _i("pod.topologySpread.matchLabelKeys", "pod",
        "topologySpreadConstraints matchLabelKeys: the pod's own values of these labels join "
        "the selector (one spread per ReplicaSet revision)",
-       f"{SCHED}/topology.go:Topology.newForTopologies"),
+       f"{SCHED}/topology.go:Topology.newForTopologies",
+       proved_by=("match-label-keys-ignored",)),
     _i("pod.tolerations.NoSchedule", "pod",
        "tolerations of a NoSchedule taint: a pool's tainted nodes take only pods that "
        "tolerate it",
