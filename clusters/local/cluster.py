@@ -319,14 +319,46 @@ class LocalCluster:
         self.start_karpenter(self.karpenter_version)
         self._check_components()
 
+    # Components that exit when the apiserver is not healthy within their own start-up wait.
+    RESTARTABLE = frozenset({"kube-controller-manager", "kube-scheduler"})
+
     def _check_components(self) -> None:
-        """Every component still running. On a loaded machine kube-controller-manager can give
-        up at start ("failed to wait for apiserver being healthy") while the API answers: no
-        ReplicaSet would then create a pod, and every scenario would time out on "no pods"."""
-        dead = [n for n, ok in self.status().components.items() if not ok]
+        """Every component still running. On a loaded machine kube-controller-manager gives
+        up at start when the apiserver is not healthy within its fixed 10 s wait ("failed to
+        wait for apiserver being healthy ... rbac/bootstrap-roles failed"), and no ReplicaSet
+        would then create a pod. The apiserver is ready by now (/readyz), so such a component
+        is started again (``kwokctl start cluster`` starts only what is not running) and
+        must then do its work: a probe namespace gets its default ServiceAccount from
+        kube-controller-manager. Any other component dead, or one dead again, is an error."""
+        dead = self._dead()
+        if dead and set(dead) <= self.RESTARTABLE:
+            log.warning("%s exited during bring-up (%s); the apiserver is ready now, starting "
+                        "it again", ", ".join(dead), _last_line(self._log_tails(dead)))
+            self._kwokctl("start", "cluster", timeout=60)
+            self._wait_controllers_work()
+            dead = self._dead()
         if dead:
             raise ClusterError(f"{', '.join(dead)} exited during bring-up:\n"
                                + self._log_tails(dead))
+
+    def _dead(self) -> list[str]:
+        return [n for n, ok in self.status().components.items() if not ok]
+
+    def _wait_controllers_work(self) -> None:
+        probe = f"karpenter-e2e-probe-{os.getpid()}"
+        self.kubectl("create", "namespace", probe, timeout=30)
+        try:
+            def served() -> Observation:
+                out = self.kubectl("get", "serviceaccount", "default", "-n", probe, "-o",
+                                   "name", timeout=10, check=False).strip()
+                dead = self._dead()
+                return Observation(bool(out) and not dead,
+                                   f"dead: {dead}" if dead else "no default ServiceAccount yet")
+            eventually(served, what="kube-controller-manager to work again (a namespace's "
+                                    "default ServiceAccount)", timeout=DEFAULTS.api, poll=0.5,
+                       diagnose=lambda: self._log_tails(sorted(self.RESTARTABLE)))
+        finally:
+            self.kubectl("delete", "namespace", probe, "--wait=false", timeout=30, check=False)
 
     def _start_cloud(self) -> None:
         """Start what the cloud provider needs while the control plane comes up: nothing here."""
@@ -729,3 +761,8 @@ def _tail_file(path: Path, lines: int) -> str:
         return _tail(path.read_text(errors="replace"), lines)
     except OSError:
         return f"(no log at {path})"
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no log"
