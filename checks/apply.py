@@ -121,13 +121,13 @@ class Applier:
         has written its status (before that, the quota is skipped: pods created at once with
         it all ran), and sets a LimitRange's defaults only once its admission cache has it.
         Both are waited for: a check judges the namespace as it is in force."""
-        for m in [r for r in self._pending_rules if (r.namespace or "default") == namespace]:
-            what, check = ((f"ResourceQuota {namespace}/{m.name} to have its status (the quota "
-                            "controller's usage)", functools.partial(self._quota_synced, m))
-                           if m.kind == "ResourceQuota" else
-                           (f"LimitRange {namespace}/{m.name}'s container defaults to be set "
-                            "on a dry-run pod", functools.partial(self._defaults_set, m)))
-            eventually(check, what=what, timeout=DEFAULTS.api, poll=0.2)
+        for m in [r for r in self._pending_rules if r.namespace == namespace]:
+            if m.kind == "ResourceQuota":
+                check, what = self._quota_synced, "to have its status (the quota controller's usage)"
+            else:
+                check, what = self._defaults_set, "'s container defaults to be set on a dry-run pod"
+            eventually(functools.partial(check, m), what=f"{m.ref}{what}", timeout=DEFAULTS.api,
+                       poll=0.2)
             self._pending_rules.remove(m)
 
     def _quota_synced(self, m: Manifest) -> Observation:

@@ -193,9 +193,8 @@ def not_created(kube: Kube, workloads: list[Manifest],
     short = {}
     for m in workloads:
         want = desired_pods(m)
-        key = f"{m.kind}/{m.namespace}/{m.name}"
-        if want is not None and counts.get(key, 0) < want:
-            short[key] = (m, want - counts.get(key, 0))
+        if want is not None and counts.get(m.ref, 0) < want:
+            short[m.ref] = (m, want - counts.get(m.ref, 0))
     out = {}
     for ns in sorted({m.namespace or "default" for m, _ in short.values()}):
         refusals = sorted(kube.events_in(ns, "reason=FailedCreate"), key=diagnosis.event_time)

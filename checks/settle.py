@@ -59,10 +59,8 @@ class Settler:
         refused = not_created(self.kube, manifests, counts)
         out = []
         for m in manifests:
-            want = desired_pods(m)
-            have = counts.get(f"{m.kind}/{m.namespace}/{m.name}", 0)
-            if want is not None and have != want and f"{m.kind}/{m.namespace}/{m.name}" \
-                    not in refused:
+            want, have = desired_pods(m), counts.get(m.ref, 0)
+            if want is not None and have != want and m.ref not in refused:
                 out.append(f"{m.kind} {m.name} has {have}/{want} pods")
         return out
 

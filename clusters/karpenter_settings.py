@@ -135,8 +135,8 @@ def split(settings: Mapping[str, str],
     """The settings as Karpenter's environment (its options), and of the feature ``gates``
     the release knows, those the settings turn on and those they turn off."""
     env = {k: v for k, v in settings.items() if k not in gates}
-    gates = {k: v.lower() == "true" for k, v in settings.items() if k in gates}
-    return env, tuple(k for k, on in gates.items() if on), tuple(k for k, on in gates.items() if not on)
+    wanted = {k: v.lower() == "true" for k, v in settings.items() if k in gates}
+    return env, tuple(k for k, on in wanted.items() if on), tuple(k for k, on in wanted.items() if not on)
 
 
 def mismatches(wanted: Mapping[str, str], running: Mapping[str, str], release: Known) -> list[str]:
