@@ -9,6 +9,7 @@ to check): unit-tested from recorded results.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 HOURS_PER_MONTH = 730  # AWS's own convention for monthly prices (8760 h / 12)
 FIELDS = ("nodes", "instance_types", "capacity_types", "zones", "cost_per_hour",
@@ -91,7 +92,10 @@ def summary(base: dict | None, head: dict, base_described: str, base_note: str =
     return {"head": _verdict(head), "base": _verdict(base), "base_ref": base_described,
             "base_note": base_note, "karpenter_version": head.get("karpenter_version"),
             "mode": head.get("mode"), "hours_per_month": HOURS_PER_MONTH,
-            "rows": compare(base, head), "timings": timings or {}}
+            "rows": compare(base, head), "timings": timings or {},
+            # each side's node-packing picture, in its own run directory
+            "packing": {side: (r.get("files") or {}).get("packing") if r else None
+                        for side, r in (("base", base), ("head", head))}}
 
 
 # ---- Markdown -------------------------------------------------------------------------------
@@ -162,6 +166,10 @@ def markdown(s: dict) -> str:
             for r in same) + "."]
     elif len(shown) == 1 and not shown[0]["changed"]:
         out += ["", "No NodePool or workload to compare."]
+    pictures = s.get("packing") or {}
+    if any(pictures.values()):
+        out += ["", "Node packing: " + ", ".join(
+            f"{side} `{'/'.join(Path(p).parts[-2:])}`" for side, p in pictures.items() if p)]
     t = s.get("timings") or {}
     if t:
         out += ["", "Wall time: " + ", ".join(f"{k.removesuffix('_s').replace('_', ' ')} "

@@ -1,7 +1,7 @@
 """What Karpenter did with the manifests, read from the cluster's own state: every pod and its
-node, every node Karpenter launched (pool, type, capacity type, zone, price), every NodePool's
-limits and what it counts against them, and for Pending pods the diagnosis in the troubleshooting
-checklist's words.
+node, every node Karpenter launched (pool, type, capacity type, zone, price, allocatable, the
+NodeClaim that names it), every NodePool's limits and what it counts against them, and for
+Pending pods the diagnosis in the troubleshooting checklist's words.
 
 The snapshot is plain data (``to_dict``/``from_dict``), so expectations and reports are pure
 functions of it and are unit-tested from recorded snapshots.
@@ -54,6 +54,8 @@ class NodeView:
     price: float | None  # USD/hour, from the provider's price label
     labels: dict[str, str] = field(default_factory=dict)
     created: float | None = None
+    allocatable: dict[str, str] = field(default_factory=dict)  # the node's status.allocatable
+    claim: str = ""  # the NodeClaim whose status names this node ('' when none does)
 
     @property
     def category(self) -> str:
@@ -239,13 +241,18 @@ def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
         snap.nodes.append(NodeView(node.metadata.name, labels.get(NODEPOOL_LABEL, ""),
                                    labels.get(INSTANCE_TYPE, "?"), labels.get(CAPACITY_TYPE, "?"),
                                    labels.get(ZONE, "?"), float(price) if price else None,
-                                   labels, node.metadata.creation_timestamp.timestamp()))
+                                   labels, node.metadata.creation_timestamp.timestamp(),
+                                   dict((node.status and node.status.allocatable) or {})))
     for pool in kube.list(NODEPOOL):
         snap.pools.append(PoolView(pool["metadata"]["name"],
                                    dict((pool.get("spec") or {}).get("limits") or {}),
                                    dict(view.status(pool).get("resources") or {}),
                                    _consolidation(pool)))
-    for claim in kube.list(NODECLAIM):
+    claims = kube.list(NODECLAIM)
+    named = {view.status(c).get("nodeName"): view.name(c) for c in claims}
+    for n in snap.nodes:
+        n.claim = named.get(n.name, "")
+    for claim in claims:
         if view.deleting(claim):
             snap.claims_deleting += 1
         elif not view.is_true(claim, "Initialized"):

@@ -1,6 +1,6 @@
 """The check's outcome three ways: a terminal table, Markdown and JSON in the run's report
-directory, and Allure results (one per expectation, plus the report with the timeline
-picture) that `make report RESULTS=...` turns into HTML.
+directory, and Allure results (one per expectation, plus the report with the timeline and
+node-packing pictures) that `make report RESULTS=...` turns into HTML.
 """
 
 from __future__ import annotations
@@ -34,8 +34,26 @@ def _money(v) -> str:
     return "n/a" if v is None else f"${v:.4f}"
 
 
-def tables(result: dict) -> str:
-    """Markdown tables (read as they are in a terminal too)."""
+def price_sources(mode: str) -> dict[str, list[str]]:
+    """Where a node's price label comes from in each mode, per capacity type: [a word or two
+    for a node's label in a picture, the sentence]. Spot prices are modelled in both modes."""
+    if mode == "local":
+        from karpenter_e2e.clusters.local.catalogue import SPOT_DISCOUNT as RANGE
+        return {"on-demand": ["list price", "the local catalogue's us-west-2 list prices"],
+                "spot": ["modelled", f"modelled, {RANGE[0]:.0%}-{RANGE[1]:.0%} of on-demand per "
+                                     "type and zone (not EC2's spot prices)"]}
+    if mode == "aws-sim":
+        from karpenter_e2e.clusters.awssim.moto_ext import SPOT_DISCOUNT, ZONE_SPREAD
+        return {"on-demand": ["price table", "the AWS provider's static on-demand price table"],
+                "spot": ["modelled", f"modelled by the fake AWS, {SPOT_DISCOUNT:.0%} of "
+                                     f"on-demand ±{ZONE_SPREAD:.0%} per zone (not EC2's spot "
+                                     "prices)"]}
+    return {}
+
+
+def tables(result: dict, pictures: bool = False) -> str:
+    """Markdown tables (read as they are in a terminal too); ``pictures``: with the run
+    directory's pictures (check.md, which sits beside them)."""
     out = [f"# check {result['folder']}", "",
            f"{result['mode']} cluster `{result['cluster']}`, Karpenter "
            f"{result['karpenter_version']}; scale {result.get('scale') or 'as written'}; "
@@ -50,6 +68,15 @@ def tables(result: dict) -> str:
         out += [f"Karpenter's log while the check ran: "
                 f"{result['karpenter_log'] or 'no panic, no error logged 3 times or more'}", ""]
     out += _phase_tables(result["scale_out"], "After scale-out")
+    files = result.get("files") or {}
+    if pictures and files.get("packing"):
+        out += ["## After scale-out: which pods sit on which node", "",
+                "One bar per node, as long as its allocatable CPU, one segment per pod's "
+                "request; Pending pods are listed under it.", "",
+                f"![node packing after scale-out]({Path(files['packing']).name})", ""]
+    if pictures and files.get("timeline"):
+        out += ["## Timeline of the whole check", "",
+                f"![timeline]({Path(files['timeline']).name})", ""]
     if result.get("scale_in_result"):
         out += _phase_tables(result["scale_in_result"], f"After scale-in {result['scale_in']}")
         out += _consolidation(result["consolidation"])
@@ -115,7 +142,7 @@ def _consolidation(c: dict) -> list[str]:
 def write(result: dict, directory: Path) -> None:
     """check.md and check.json (the names ``result['files']`` gives)."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "check.md").write_text(tables(result))
+    (directory / "check.md").write_text(tables(result, pictures=True))
     (directory / "check.json").write_text(json.dumps(result, indent=1, default=str))
 
 
@@ -151,9 +178,10 @@ def junit_error(folder: str, message: str) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def write_allure(result: dict, results_dir: Path, timeline_png: Path | None) -> None:
+def write_allure(result: dict, results_dir: Path, timeline_png: Path | None,
+                 packing_png: Path | None = None) -> None:
     """One Allure test result per expectation (passed/failed with what was seen), and one
-    for the check itself carrying the report and the timeline picture."""
+    for the check itself carrying the report, the timeline and the node-packing picture."""
     from allure_commons.logger import AllureFileLogger
     from allure_commons.model2 import Attachment, Label, Status, StatusDetails, TestResult
 
@@ -171,8 +199,9 @@ def write_allure(result: dict, results_dir: Path, timeline_png: Path | None) -> 
     attachments = [attach(tables(result), "check.md", "text/markdown", "md"),
                    attach(json.dumps(result, indent=1, default=str), "check.json",
                           "application/json", "json")]
-    if timeline_png and timeline_png.exists():
-        attachments.append(attach(timeline_png.read_bytes(), "timeline", "image/png", "png"))
+    for name, png in (("timeline", timeline_png), ("node packing", packing_png)):
+        if png and png.exists():
+            attachments.append(attach(png.read_bytes(), name, "image/png", "png"))
     whole = TestResult(uuid=str(uuid.uuid4()), name=f"{suite}: settled",
                        fullName=f"{suite}::settled", historyId=f"{suite}::settled",
                        start=start, stop=stop, labels=labels, attachments=attachments,

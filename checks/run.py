@@ -258,20 +258,34 @@ class Check:
             "consolidation": consolidation, "expectations": results,
             "default_expectations": self.plan.expect.default,
             "timings": self.timings,
+            # where the nodes' price labels come from (the packing picture says it per node)
+            "price_sources": report.price_sources(info.mode),
         }
         result["passed"] = settled and all(r["ok"] for r in results)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         png = self._timeline_picture(timeline, "passed" if result["passed"] else "failed",
                                      next((r["expectation"] for r in results if not r["ok"]),
                                           settle_error))
-        self._timed("report_s", t)  # the picture is most of it; the files take milliseconds
+        # Drawn on both sides of --base too: it is the scale-out snapshot, not the recording.
+        packing = self._packing_picture(result)
+        self._timed("report_s", t)  # the pictures are most of it; the files take milliseconds
         self.timings["total_s"] = round(time.time() - self.started, 1)
         result["files"] = {"markdown": str(self.out_dir / "check.md"),
                            "json": str(self.out_dir / "check.json"),
-                           **({"timeline": str(png)} if png else {})}
+                           **({"timeline": str(png)} if png else {}),
+                           **({"packing": str(packing)} if packing else {})}
         report.write(result, self.out_dir)
-        report.write_allure(result, self.out_dir / "allure-results", png)
+        report.write_allure(result, self.out_dir / "allure-results", png, packing)
         return result
+
+    def _packing_picture(self, result: dict) -> Path | None:
+        """packing.png: which pods sit on which node after the scale-out."""
+        from karpenter_e2e.reports import packing_chart
+        try:
+            return packing_chart.render_result(result, self.out_dir / "packing.png")
+        except Exception as exc:  # noqa: BLE001 - a picture must never hide the verdict
+            log.warning("node packing not drawn: %s: %s", type(exc).__name__, exc)
+            return None
 
     def _timeline_picture(self, timeline: Timeline, outcome: str, failure: str) -> Path | None:
         from karpenter_e2e.fixtures.timeline import write_snapshot
@@ -363,7 +377,7 @@ def _warm_imports() -> None:
     for api in ("CoreV1Api", "AppsV1Api", "BatchV1Api", "PolicyV1Api", "CustomObjectsApi",
                 "ApiextensionsV1Api", "EventsV1Api"):
         getattr(k8s, api)
-    importlib.import_module("karpenter_e2e.reports.timeline_chart")
+    importlib.import_module("karpenter_e2e.reports.packing_chart")  # and timeline_chart
 
 
 def _catalogue_summary(path: Path | None) -> str:
