@@ -222,13 +222,15 @@ EXPECT ?=
 SCALE ?=
 SCALE_IN ?=
 BASE ?=
+VARS ?=
 CHECK_ARGS ?=
 check: setup
 	@test -n "$(MANIFESTS)" || { echo "usage: make check MANIFESTS=folder/ [EXPECT=expect.yaml]" \
-		"[SCALE=app=10,...] [SCALE_IN=app=0] [BASE=origin/main] [CHECK_ARGS='--cluster aws-sim']"; exit 2; }
+		"[SCALE=app=10,...] [SCALE_IN=app=0] [BASE=origin/main] [VARS=team.env]" \
+		"[CHECK_ARGS='--cluster aws-sim']"; exit 2; }
 	@$(PY) -m karpenter_e2e.checks $(MANIFESTS) $(if $(EXPECT),--expect $(EXPECT)) \
 		$(if $(SCALE),--scale $(SCALE)) $(if $(SCALE_IN),--scale-in $(SCALE_IN)) \
-		$(if $(BASE),--base $(BASE)) $(CHECK_ARGS); \
+		$(if $(BASE),--base $(BASE)) $(if $(VARS),--vars $(VARS)) $(CHECK_ARGS); \
 	rc=$$?; [ $$rc -eq 0 ] || echo "make check: check exited $$rc ($$(case $$rc in \
 		1) echo an expectation failed;; 2) echo bad input;; 3) echo cluster error;; \
 		130) echo interrupted;; *) echo unexpected;; esac)); make reports any failure as 2:" \

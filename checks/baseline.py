@@ -5,7 +5,8 @@ Ctrl-C: the caller's ``with``).
 
 A git ref's files are read with `git ls-tree` and `git cat-file`, not `git archive`: an
 archive applies the repository's export-ignore and export-subst attributes, and the base
-must be the files as committed.
+must be the files as committed. A path that is a kustomization at the ref gets the ref's whole
+tree around it: its bases and components are commonly ``../base``, outside the path.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from karpenter_e2e.checks import kustomize
 
 
 class BaseError(ValueError):
@@ -75,11 +78,14 @@ def resolve(ref: str, head_folder: Path) -> Base:
     entries = [e for e in listing.stdout.split("\0") if e]
     if not entries:
         return Base(ref, None, described)
+    whole = _is_kustomization(entries, rel)
+    if whole:
+        entries = _git(root, "ls-tree", "-r", "-z", sha).stdout.split("\0")
     tmp = Path(tempfile.mkdtemp(prefix="karpenter-check-base-"))
     try:
-        out = tmp / (Path(rel).name or root.name)
+        out = tmp / (root.name if whole else Path(rel).name or root.name)
         out.mkdir()
-        for entry in entries:
+        for entry in filter(None, entries):
             meta, _, path = entry.partition("\t")
             mode, kind, blob = meta.split()
             if kind != "blob" or mode == "120000":  # submodules and symlinks: not manifests
@@ -87,10 +93,17 @@ def resolve(ref: str, head_folder: Path) -> Base:
             data = _git(root, "cat-file", "blob", blob, binary=True)
             if data.returncode != 0:
                 raise BaseError(f"--base {ref}: cannot read {path}: {data.stderr!r}")
-            target = out / (Path(path).relative_to(rel) if rel != "." else Path(path))
+            inside = whole or rel == "."
+            target = out / (Path(path) if inside else Path(path).relative_to(rel))
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data.stdout)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Base(ref, out, described, tmp)
+    return Base(ref, out / rel if whole else out, described, tmp)
+
+
+def _is_kustomization(entries: list[str], rel: str) -> bool:
+    """Whether ``ls-tree``'s entries of ``rel`` hold a kustomization at its top."""
+    top = {f"{rel}/{name}" if rel != "." else name for name in kustomize.FILES}
+    return any(entry.partition("\t")[2] in top for entry in entries)

@@ -4,6 +4,11 @@ cluster. With `--base REF` (a folder, or a git ref whose copy of DIR is compared
 is checked first on the same cluster, then DIR, and the report says what changed, base ->
 head, per NodePool and workload; the exit code is the head's.
 
+A DIR with a kustomization.yaml is rendered with `kubectl kustomize DIR` (the harness's own
+kubectl) and what it renders is checked. ${NAME} and $NAME are filled in, as envsubst does,
+from --vars, --var-from-env and --var (later over earlier), after kustomize; CLUSTER_NAME is
+the cluster's name. A placeholder left unfilled is warned about, not emptied.
+
 Exit codes:
   0  settled, and every expectation held (with --base: the head's)
   1  an expectation failed, or Karpenter did not settle in time (the report says which)
@@ -26,11 +31,12 @@ import logging
 import sys
 from pathlib import Path
 
-from karpenter_e2e.checks import baseline, diff, manifests, report
+from karpenter_e2e.checks import baseline, diff, manifests, report, variables
 from karpenter_e2e.checks.baseline import Base, BaseError
 from karpenter_e2e.checks.expectations import ExpectError
 from karpenter_e2e.checks.manifests import ManifestError
 from karpenter_e2e.checks.run import Check, Plan, plan, run_pair
+from karpenter_e2e.checks.variables import Variables, VariablesError
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 
@@ -48,6 +54,15 @@ def parser() -> argparse.ArgumentParser:
                    help="replicas to set before applying (overrides expect.yaml's scale:)")
     p.add_argument("--scale-in", default="", metavar="NAME=N,...",
                    help="replicas to set once settled, then report what consolidation did")
+    p.add_argument("--vars", action="append", default=[], type=Path, metavar="FILE",
+                   help="variables for ${NAME}/$NAME: a .yaml/.yml mapping NAME: value, or "
+                        "KEY=VALUE lines (.env) for any other name; repeatable, later wins")
+    p.add_argument("--var-from-env", action="append", default=[], metavar="NAME,...",
+                   help="variables from this environment, by name (never the whole "
+                        "environment); repeatable, over --vars")
+    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                   help="one variable (repeatable), over --vars and --var-from-env; one no "
+                        "manifest uses is warned about")
     p.add_argument("--cluster", default="local", choices=MODES,
                    help="local (KWOK provider, EC2NodeClass mapped to KWOKNodeClass) or aws-sim "
                         "(the real AWS provider against a fake AWS; EC2NodeClass as written)")
@@ -113,18 +128,24 @@ def _write_junit_error(args, message: str) -> None:
 
 def _main(args, base: Base | None) -> int:
     try:
-        the_plan = plan(args.folder, args.expect, args.scale, args.scale_in, args.cluster_name)
+        given = variables.load(args.vars, args.var, args.var_from_env)
+        the_plan = plan(args.folder, args.expect, args.scale, args.scale_in, args.cluster_name,
+                        given)
+    except (ManifestError, ExpectError, VariablesError) as exc:
+        return _bad_input(args, str(exc))
+    except ClusterError as exc:  # the kubectl that renders a kustomization could not be built
+        return _cluster_error(args, exc)
+    try:
         settings = [f"{k}={v}" for k, v in the_plan.expect.karpenter.items()]
         opts = argparse.Namespace(**{**vars(args), "karpenter_version": args.karpenter_version
                                      or _default_version(args.cluster),
                                      "karpenter_setting": settings + args.karpenter_setting})
         backend = backends.create(backends.ClusterOptions.of(opts))
         backend.check_options()  # a setting the release does not read is bad input
-    except (ManifestError, ExpectError, ClusterError) as exc:
+    except ClusterError as exc:
         return _bad_input(args, str(exc))
-    for warning in the_plan.bundle.warnings:
-        print(f"check: warning: {warning}", file=sys.stderr)
-    base_plan, base_note = _base_plan(base, args) if base is not None else (None, "")
+    _announce(the_plan.bundle, given)
+    base_plan, base_note = _base_plan(base, args, given) if base is not None else (None, "")
     kept = "emptied" if args.keep_cluster else "taken down"
     try:
         if base is not None:
@@ -140,9 +161,7 @@ def _main(args, base: Base | None) -> int:
         _write_junit_error(args, f"bad input: {exc}")
         return EXIT_BAD_INPUT
     except ClusterError as exc:
-        print(f"check: cluster error: {exc}", file=sys.stderr)
-        _write_junit_error(args, f"cluster error: {exc}")
-        return EXIT_CLUSTER
+        return _cluster_error(args, exc)
     except KeyboardInterrupt:
         print("check: interrupted; cluster taken down", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -160,6 +179,22 @@ def _main(args, base: Base | None) -> int:
               f"outputs could not be written ({type(exc).__name__}: {exc})", file=sys.stderr)
         return EXIT_CLUSTER
     return EXIT_PASSED if result["passed"] else EXIT_FAILED
+
+
+def _cluster_error(args, exc: ClusterError) -> int:
+    print(f"check: cluster error: {exc}", file=sys.stderr)
+    _write_junit_error(args, f"cluster error: {exc}")
+    return EXIT_CLUSTER
+
+
+def _announce(bundle: manifests.Bundle, given: Variables) -> None:
+    """What was rendered, and the warnings: placeholders unfilled, variables unused."""
+    if bundle.kustomization is not None:
+        print(f"check: {bundle.folder} is a kustomization: checking the {len(bundle.manifests)} "
+              f"documents `kubectl kustomize` renders from {bundle.kustomization.name} (a file "
+              "it does not list is not applied)", file=sys.stderr)
+    for warning in given.warnings + bundle.warnings:
+        print(f"check: warning: {warning}", file=sys.stderr)
 
 
 def _outputs(args, base: Base | None, pair, result: dict) -> None:
@@ -182,19 +217,21 @@ def _outputs(args, base: Base | None, pair, result: dict) -> None:
     print(f"files: {', '.join(f'{k} {v}' for k, v in result['files'].items())}")
 
 
-def _base_plan(base: Base, args) -> tuple[Plan | None, str]:
+def _base_plan(base: Base, args, given: Variables | None = None) -> tuple[Plan | None, str]:
     """The base's plan, or None and why there is nothing of it to check. The base uses its
     own expect.yaml (unless --expect names one for both); --scale and --scale-in apply to
-    the workloads the base has."""
+    the workloads the base has; the variables are the head's, so that only the manifests
+    differ."""
     if base.folder is None:
         return None, (f"`{args.folder}` does not exist at {base.described}: everything on the "
                       "head is added")
+    given = given.for_base(args.folder, base.folder) if given else None
     try:
-        bundle = manifests.load(base.folder, args.cluster_name)
+        bundle = manifests.load(base.folder, args.cluster_name, given)
         scale, dropped = _known(bundle, args.scale)
         scale_in, dropped_in = _known(bundle, args.scale_in)
-        p = plan(base.folder, args.expect, scale, scale_in, args.cluster_name)
-    except (ManifestError, ExpectError) as exc:
+        p = plan(base.folder, args.expect, scale, scale_in, args.cluster_name, given)
+    except (ManifestError, ExpectError, ClusterError) as exc:
         print(f"check: warning: the base cannot be checked: {exc}", file=sys.stderr)
         return None, f"its manifests are not valid, so its side is empty: {exc}"
     note = ""

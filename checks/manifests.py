@@ -2,18 +2,24 @@
 them onto the mode's cloud (EC2NodeClass -> KWOKNodeClass in local mode).
 
 Everything here runs before any cluster starts, so bad input costs no time: each error
-names the file and the document's index in it (0-based, as ``kubectl`` counts ``---``).
+names the file and the document's index in it (0-based, as ``kubectl`` counts ``---``). A
+folder with a kustomization is rendered first (``kubectl kustomize``), and its documents are
+named by their index in that output. Variables are filled in last, in what is applied (the
+files as written, or kustomize's output): ``kustomize build | envsubst``.
 """
 
 from __future__ import annotations
 
 import copy
-import re
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from karpenter_e2e.checks import kustomize, variables
+from karpenter_e2e.checks.variables import Variables
 
 NODEPOOL = ("karpenter.sh", "NodePool")
 NODECLASSES = {("karpenter.k8s.aws", "EC2NodeClass"), ("karpenter.kwok.sh", "KWOKNodeClass")}
@@ -35,14 +41,6 @@ RETIRED = {"Provisioner": "NodePool (karpenter.sh/v1)",
            "Machine": "NodeClaim (karpenter.sh/v1), which Karpenter creates itself"}
 # Namespaces a fresh cluster already has.
 BUILTIN_NAMESPACES = {"default"}
-CLUSTER_NAME_VARS = re.compile(r"\$\{CLUSTER_NAME\}|\$CLUSTER_NAME\b")
-# Placeholders a repository's templating was meant to fill: left in, the manifest is not what
-# the team applies (a blueprint's <<CLUSTER_NAME>> passed in local mode and failed in aws-sim).
-PLACEHOLDERS = re.compile(r"<<[^<>\n]+>>|\$\{[A-Za-z_][A-Za-z0-9_]*\}|\$[A-Z_][A-Z0-9_]*\b")
-# kustomize's own files: a folder may be a kustomize base, but check applies the folder's
-# manifests as written and does not run kustomize.
-KUSTOMIZE_FILES = {"kustomization.yaml", "kustomization.yml", "Kustomization"}
-KUSTOMIZE_GROUP = "kustomize.config.k8s.io"
 # Applied first to last: what others refer to goes first, and a namespace's admission rules
 # (LimitRange, ResourceQuota) before anything they judge.
 APPLY_ORDER = ["Namespace", "LimitRange", "ResourceQuota", "PriorityClass", "RuntimeClass",
@@ -58,9 +56,10 @@ class ManifestError(ValueError):
 
 @dataclass
 class Manifest:
-    file: Path
-    index: int  # the document's position in its file, from 0
+    file: Path  # a rendered document's: the kustomization's folder
+    index: int  # the document's position in its file (in kustomize's output), from 0
     body: dict
+    rendered: bool = False  # by kustomize
 
     @property
     def kind(self) -> str:
@@ -84,6 +83,8 @@ class Manifest:
 
     @property
     def where(self) -> str:
+        if self.rendered:
+            return f"{kustomize.label(self.file)}#doc {self.index} ({self.kind}/{self.name})"
         return f"{self.file} (document {self.index})"
 
     @property
@@ -99,6 +100,7 @@ class Bundle:
     folder: Path
     manifests: list[Manifest] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # e.g. placeholders never filled in
+    kustomization: Path | None = None  # the folder's own, which rendered the manifests
 
     def of_kind(self, *kinds: str) -> list[Manifest]:
         return [m for m in self.manifests if m.kind in kinds]
@@ -132,51 +134,63 @@ class Bundle:
         return found[0]
 
 
-def load(folder: Path, cluster_name: str = "") -> Bundle:
-    """Every ``*.yaml``/``*.yml`` under ``folder`` (not expect.yaml), checked; raises
-    ManifestError listing every problem found."""
+@dataclass
+class _Source:
+    """A text documents are read from: a file, or one document of kustomize's output."""
+
+    file: Path  # a rendered document's: the kustomization's folder
+    text: str
+    doc: int | None = None  # a rendered document's index in kustomize's output
+
+    @property
+    def name(self) -> str:
+        if self.doc is None:
+            return str(self.file)
+        return f"{kustomize.label(self.file)}#doc {self.doc}"
+
+    def manifest(self, i: int, body) -> Manifest:
+        if self.doc is None:
+            return Manifest(self.file, i, body)
+        return Manifest(self.file, self.doc, body, rendered=True)
+
+
+def load(folder: Path, cluster_name: str = "", given: Variables | None = None) -> Bundle:
+    """Every ``*.yaml``/``*.yml`` under ``folder`` (not expect.yaml), or what the folder's
+    own kustomization renders, with the variables filled in (``cluster_name`` for
+    CLUSTER_NAME, and ``given``), checked; raises ManifestError listing every problem found."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ManifestError(f"{folder}: no such folder")
-    files = sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml")
-                   and p.is_file() and p.name not in ("expect.yaml", "expect.yml"))
-    bundle, errors = Bundle(folder), []
-    for path in [p for p in files if p.name in KUSTOMIZE_FILES]:
-        bundle.warnings.append(f"{path}: not applied: check applies the folder's manifests as "
-                               "written and does not run kustomize (its patches, overlays and "
-                               "generators are not applied)")
-    files = [p for p in files if p.name not in KUSTOMIZE_FILES]
-    if not files:
-        raise ManifestError(f"{folder}: no *.yaml manifests in it")
+    given = given or Variables()
+    bundle, errors = Bundle(folder, kustomization=kustomize.kustomization(folder)), []
+    values, used = given.with_builtin(cluster_name), set()
     rejected: list[Manifest] = []  # documents with a problem: still named, for the references
-    for path in files:
-        text = CLUSTER_NAME_VARS.sub(cluster_name, path.read_text()) if cluster_name \
-            else path.read_text()
-        bundle.warnings += placeholders(path, text)
+    for source in _rendered(folder) if bundle.kustomization else _files(bundle, given.files):
+        filled = variables.fill(source.text, values)
+        used |= filled.used
         try:
-            docs = list(yaml.safe_load_all(text))
+            docs = list(yaml.safe_load_all(filled.text))
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            errors.append(f"{path}:{at}: invalid YAML: {problem}")
+            bundle.warnings += _unfilled(source, filled)
+            errors.append(f"{source.name}:{_yaml_problem(exc)}"
+                          + (" (with the variables filled in)" if filled.used else ""))
             continue
-        for i, doc in enumerate(docs):
-            if doc is None:
-                continue  # an empty document (a trailing ---)
-            m = Manifest(path, i, doc)
-            if isinstance(doc, dict) and str(doc.get("apiVersion", "")).startswith(
-                    KUSTOMIZE_GROUP + "/"):
-                bundle.warnings.append(f"{m.where}: {m.kind} not applied: check does not run "
-                                       "kustomize")
+        found = [source.manifest(i, doc) for i, doc in enumerate(docs) if doc is not None]
+        bundle.warnings += _unfilled(source, filled, found)
+        for m in found:
+            if isinstance(m.body, dict) and str(m.body.get("apiVersion", "")).startswith(
+                    kustomize.GROUP + "/"):
+                bundle.warnings.append(f"{m.where}: {m.kind} not applied: kustomize runs only "
+                                       "on the kustomization at the top of the folder checked")
                 continue
             problem = _shape_problem(m)
             if problem:
                 errors.append(f"{m.where}: {problem}")
-                if isinstance(doc, dict):
+                if isinstance(m.body, dict):
                     rejected.append(m)
             else:
                 bundle.manifests.append(m)
+    bundle.warnings += given.unused(used, folder)
     # Every error at once: a document with a problem must not hide the next one's.
     errors += _reference_problems(bundle, rejected)
     if errors:
@@ -184,15 +198,54 @@ def load(folder: Path, cluster_name: str = "") -> Bundle:
     return bundle
 
 
-def placeholders(path: Path, text: str) -> list[str]:
-    """'file:line: placeholder <<X>> was never filled in' for each one left in ``text``
-    (comments aside; ${CLUSTER_NAME} is check's own and already filled)."""
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        code = line.split(" #", 1)[0] if not line.lstrip().startswith("#") else ""
-        out += [f"{path}:{n}: placeholder {m.group(0)} was never filled in"
-                for m in PLACEHOLDERS.finditer(code)]
-    return out
+def _files(bundle: Bundle, var_files: list[Path]) -> list[_Source]:
+    """The folder's manifests as written (not a --vars file kept beside them). A kustomization
+    below it is not rendered: the folder is not one, and which of its sub-folders' would be is
+    not check's to guess."""
+    not_manifests = {f.resolve() for f in var_files}
+    files = sorted(p for p in bundle.folder.rglob("*") if p.suffix in (".yaml", ".yml")
+                   and p.is_file() and p.name not in ("expect.yaml", "expect.yml")
+                   and p.resolve() not in not_manifests)
+    for path in [p for p in files if p.name in kustomize.FILES]:
+        bundle.warnings.append(f"{path}: not rendered: check renders only the kustomization at "
+                               f"the top of the folder it is given (check {path.parent} to "
+                               "render this one); the folder's other files are applied as "
+                               "written")
+    files = [p for p in files if p.name not in kustomize.FILES]
+    if not files:
+        raise ManifestError(f"{bundle.folder}: no *.yaml manifests in it")
+    return [_Source(p, p.read_text()) for p in files]
+
+
+def _rendered(folder: Path) -> list[_Source]:
+    """What the folder's kustomization renders, a source a document: only what it lists is
+    applied, whatever else the folder holds."""
+    try:
+        docs = kustomize.documents(kustomize.render(folder))
+    except kustomize.KustomizeError as exc:
+        raise ManifestError(str(exc)) from None
+    if not docs:
+        raise ManifestError(f"{kustomize.label(folder)}: renders no documents")
+    return [_Source(folder, text, i) for i, text in enumerate(docs)]
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    at = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{at}: invalid YAML: {problem}"
+
+
+def _unfilled(source: _Source, filled: variables.Filled,
+              found: list[Manifest] | None = None) -> list[str]:
+    """'where: placeholder <<X>> was never filled in' for each one left in a source, by its
+    file and line, or a rendered document and its line."""
+    if source.doc is None:
+        return [f"{source.file}:{n}: placeholder {p} was never filled in"
+                for n, p in filled.unfilled]
+    where = found[0].where if found and isinstance(found[0].body, dict) else source.name
+    return [f"{where}, line {n}: placeholder {p} was never filled in"
+            for n, p in filled.unfilled]
 
 
 def _shape_problem(m: Manifest) -> str | None:
@@ -272,7 +325,7 @@ def for_mode(bundle: Bundle, nodeclass: tuple[str, str, str]) -> list[Manifest]:
         elif m.kind == "NodePool":
             ref = body["spec"]["template"]["spec"]["nodeClassRef"]
             ref.update(group=group, kind=kind)
-        out.append(Manifest(m.file, m.index, body))
+        out.append(dataclasses.replace(m, body=body))
     return out
 
 
@@ -289,7 +342,7 @@ def scaled(manifests: list[Manifest], bundle: Bundle, replicas: dict[str, int]) 
     for m in manifests:
         n = wanted.get((m.file, m.index))
         if n is not None:
-            m = Manifest(m.file, m.index, copy.deepcopy(m.body))
+            m = dataclasses.replace(m, body=copy.deepcopy(m.body))
             spec = m.body.setdefault("spec", {})
             if m.kind == "Job":
                 spec["parallelism"] = spec["completions"] = n

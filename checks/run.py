@@ -16,6 +16,7 @@ from pathlib import Path
 from karpenter_e2e.checks import apply, expectations, manifests, observe, report, settle
 from karpenter_e2e.checks.expectations import ExpectFile
 from karpenter_e2e.checks.manifests import Bundle, Manifest
+from karpenter_e2e.checks.variables import Variables
 from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.kube import NODEPOOL, Kind, Kube
@@ -40,9 +41,10 @@ class Plan:
 
 
 def plan(folder: Path, expect_path: Path | None, scale: str, scale_in: str,
-         cluster_name: str) -> Plan:
-    """Load and check everything offline; ManifestError/ExpectError name the file."""
-    bundle = manifests.load(folder, cluster_name)
+         cluster_name: str, given: Variables | None = None) -> Plan:
+    """Load and check everything offline; ManifestError/ExpectError name the file. The
+    expect.yaml is the folder's own, a kustomization's too (kustomize does not list it)."""
+    bundle = manifests.load(folder, cluster_name, given)
     if expect_path is None and (folder / "expect.yaml").is_file():
         expect_path = folder / "expect.yaml"
     exp = expectations.load(expect_path)

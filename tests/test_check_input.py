@@ -274,13 +274,14 @@ def test_cost_unknown_when_a_node_has_no_price():
 
 
 def test_examples_folder_has_no_stray_files():
-    """Every example is manifests plus expect.yaml (and an optional README)."""
+    """Every example is manifests plus expect.yaml (and an optional README); a kustomize
+    example's base is in a sub-folder."""
     for example in check_examples():
         assert (example / "expect.yaml").is_file(), example
-        stray = [f.name for f in example.iterdir()
-                 if f.suffix not in (".yaml", ".yml", ".md")]
+        stray = [str(f.relative_to(example)) for f in example.rglob("*")
+                 if f.is_file() and f.suffix not in (".yaml", ".yml", ".md")]
         assert not stray, (example, stray)
-        for f in example.glob("*.yaml"):  # valid YAML before ${CLUSTER_NAME} is substituted
+        for f in example.rglob("*.yaml"):  # valid YAML before ${CLUSTER_NAME} is substituted
             list(__import__("yaml").safe_load_all(f.read_text()))
 
 
@@ -319,17 +320,15 @@ def test_a_vacuous_limit_clause_does_not_hide_the_missing_type():
 
 
 def test_placeholders_left_in_are_named_by_file_and_line(tmp_path):
-    from karpenter_e2e.checks import manifests
     (tmp_path / "pool.yaml").write_text(
         "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: p\n"
         "spec:\n  template:\n    metadata:\n      labels:\n        team: <<TEAM>>\n"
         "        env: ${ENVIRONMENT}  # ${IN_A_COMMENT} is not one\n"
         "        cluster: ${CLUSTER_NAME}\n"
         "    spec:\n      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, "
-        "name: default}\n      requirements: []\n")
-    warnings = manifests.placeholders(tmp_path / "pool.yaml",
-                                      manifests.CLUSTER_NAME_VARS.sub(
-                                          "c1", (tmp_path / "pool.yaml").read_text()))
+        "name: d}\n      requirements: []\n")
+    (tmp_path / "w.yaml").write_text(EXAMPLE_POD + "---\n" + EXAMPLE_POOL.split("---\n")[1])
+    warnings = manifests.load(tmp_path, "c1").warnings
     assert warnings == [f"{tmp_path / 'pool.yaml'}:9: placeholder <<TEAM>> was never filled in",
                         f"{tmp_path / 'pool.yaml'}:10: placeholder ${{ENVIRONMENT}} was never "
                         f"filled in"], warnings
@@ -388,8 +387,11 @@ def test_without_expect_items_every_workloads_pods_must_run(tmp_path):
     assert not running.evaluate(snap([], [])).ok
 
 
-def test_a_kustomization_is_skipped_with_a_warning_and_hides_no_error(tmp_path):
-    (tmp_path / "kustomization.yaml").write_text(
+def test_a_nested_kustomization_is_skipped_with_a_warning_and_hides_no_error(tmp_path):
+    """One in a sub-folder: the folder checked is not a kustomization (one at its top is
+    rendered, tests/test_check_vars_kustomize.py)."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "kustomization.yaml").write_text(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [a.yaml]\n")
     (tmp_path / "a.yaml").write_text(
         "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: p}\nspec:\n  template:\n"
@@ -406,7 +408,7 @@ def test_a_kustomization_is_skipped_with_a_warning_and_hides_no_error(tmp_path):
     (tmp_path / "a.yaml").write_text(EXAMPLE_POOL)
     (tmp_path / "w.yaml").write_text(EXAMPLE_POD)
     bundle = manifests.load(tmp_path)
-    assert [w for w in bundle.warnings if "kustomization.yaml: not applied" in w], bundle.warnings
+    assert [w for w in bundle.warnings if "kustomization.yaml: not rendered" in w], bundle.warnings
 
 
 EXAMPLE_POOL = (

@@ -1,4 +1,5 @@
-"""Local processes and ports: who is listening, is a pid ours and alive, stop it for good."""
+"""Local processes and ports: run a short command, who is listening, is a pid ours and
+alive, stop it for good."""
 
 from __future__ import annotations
 
@@ -6,8 +7,23 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
+
+from karpenter_e2e.clusters.errors import CommandTimeout
+
+
+def run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """A short command to its end, its output captured; a missing program is exit code 127,
+    as in a shell, and one still running after ``timeout`` seconds is killed (CommandTimeout)."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]}: command not found")
+    except subprocess.TimeoutExpired:
+        raise CommandTimeout(f"{' '.join(cmd[:4])} did not finish in {timeout:.0f}s") from None
 
 
 def free_port() -> int:
