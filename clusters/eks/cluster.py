@@ -21,13 +21,16 @@ from kubernetes import client
 
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.eks import aws
-from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
+from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import cli_flag
 from karpenter_e2e.clusters.kube import (
     Kube,  # the harness's one client: same loading, same timeouts
     if_found,
 )
-from karpenter_e2e.clusters.local import build  # the per-user cache every mode shares
+from karpenter_e2e.clusters.local import (
+    build,  # the per-user cache every mode shares
+    process,
+)
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 
 log = logging.getLogger(__name__)
@@ -167,11 +170,8 @@ def ami_spec(ami: str, family: str = AMI_FAMILY) -> dict:
 
 
 def run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """The one way eks mode runs a command (helm); tests replace it."""
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise CommandTimeout(f"{' '.join(cmd[:4])} did not finish in {timeout:.0f}s") from None
+    """The one way eks mode runs a command (helm; tests replace it): process.run's rules."""
+    return process.run(cmd, timeout)
 
 
 class EksCluster:
