@@ -25,8 +25,8 @@ def cluster_with(monkeypatch, *states: dict[str, bool]) -> tuple[LocalCluster, l
 
 
 def test_a_controller_that_gave_up_is_started_again(monkeypatch):
-    cluster, ran = cluster_with(monkeypatch,
-                                {"kube-apiserver": True, "kube-controller-manager": False},
+    dead = {"kube-apiserver": True, "kube-controller-manager": False}
+    cluster, ran = cluster_with(monkeypatch, dead, dead,
                                 {"kube-apiserver": True, "kube-controller-manager": True})
     cluster._check_components()
     assert ran == [("start", "cluster")]
@@ -49,3 +49,31 @@ def test_another_component_dead_is_an_error_at_once(monkeypatch):
     assert ran == []
     healthy, _ = cluster_with(monkeypatch, {"kube-apiserver": True})
     healthy._check_components()
+
+
+def test_the_restart_happens_in_a_creation_turn(monkeypatch):
+    """A dead component's port is free: the restart holds the create lock, so no cluster
+    created meanwhile takes that port as "the first free one"."""
+    import contextlib
+
+    from karpenter_e2e.clusters.local import cluster as module
+
+    held, ran_in_turn = [], []
+
+    @contextlib.contextmanager
+    def lock(path):
+        held.append(path)
+        yield
+        held.pop()
+
+    monkeypatch.setattr(module, "file_lock", lock)
+    cluster, ran = cluster_with(monkeypatch,
+                                {"kube-apiserver": True, "kube-scheduler": False},
+                                {"kube-apiserver": True, "kube-scheduler": False},
+                                {"kube-apiserver": True, "kube-scheduler": True})
+    monkeypatch.setattr(cluster, "_kwokctl", lambda *a, **kw: ran_in_turn.append((a, list(held))))
+    cluster._check_components()
+    assert ran_in_turn == [(("start", "cluster"), [cluster._create_lock()])]
+    healthy, _ = cluster_with(monkeypatch, {"kube-apiserver": True})
+    healthy._check_components()
+    assert held == []

@@ -292,7 +292,7 @@ class LocalCluster:
         # clusters created at once pick the same and one apiserver ends up on the other's
         # etcd. From the choice of ports to a running control plane, creations therefore take
         # turns (3.8 s each, of a 6.9 s bring-up; CRDs and Karpenter start after the turn).
-        with file_lock(build.cache_dir() / "clusters" / ".create.lock"):
+        with file_lock(self._create_lock()):
             port = self.apiserver_port or process.free_port()
             if process.port_in_use(port):
                 owner = process.port_owner(port)
@@ -308,11 +308,15 @@ class LocalCluster:
             config.write_text(yaml.safe_dump(self._kwokctl_config(port), sort_keys=False))
             proc = self._kwokctl("create", "cluster", "--config", str(config),
                                  "--kubeconfig", str(self.kubeconfig), "--wait", "60s", timeout=180)
+            if proc.returncode == 0:
+                # Still in turn: a component that gave up at start has left its port free,
+                # and the next creation would take it as "the first free one".
+                self._wait_api()
+                self._restart_gave_up()
         if proc.returncode != 0:
             raise ClusterError("kwokctl could not create the control plane:\n"
                                + _tail(proc.stderr or proc.stdout, 25)
                                + f"\n(component logs: {self._kwokctl_cluster_dir() / 'logs'})")
-        self._wait_api()
         self._record_kubernetes_version()
         self._install_crds()
         self._prepare_cloud()
@@ -322,21 +326,35 @@ class LocalCluster:
     # Components that exit when the apiserver is not healthy within their own start-up wait.
     RESTARTABLE = frozenset({"kube-controller-manager", "kube-scheduler"})
 
-    def _check_components(self) -> None:
-        """Every component still running. On a loaded machine kube-controller-manager gives
-        up at start when the apiserver is not healthy within its fixed 10 s wait ("failed to
-        wait for apiserver being healthy ... rbac/bootstrap-roles failed"), and no ReplicaSet
-        would then create a pod. The apiserver is ready by now (/readyz), so such a component
-        is started again (``kwokctl start cluster`` starts only what is not running) and
-        must then do its work: a probe namespace gets its default ServiceAccount from
-        kube-controller-manager. Any other component dead, or one dead again, is an error."""
+    def _create_lock(self) -> Path:
+        return build.cache_dir() / "clusters" / ".create.lock"
+
+    def _restart_gave_up(self) -> None:
+        """On a loaded machine kube-controller-manager (or kube-scheduler) gives up at start
+        when the apiserver is not healthy within its fixed 10 s wait ("failed to wait for
+        apiserver being healthy ... rbac/bootstrap-roles failed"), and no ReplicaSet would
+        then create a pod. The apiserver is ready by now (/readyz), so such a component is
+        started again (``kwokctl start cluster`` starts only what is not running) and must
+        then do its work: a probe namespace gets its default ServiceAccount from
+        kube-controller-manager. Call it holding the create lock: kwokctl gave the dead
+        component its port when the cluster was created, and another cluster created
+        meanwhile would have picked that free port for itself ("bind: address already in
+        use" on the restart, seen beside a soak)."""
         dead = self._dead()
         if dead and set(dead) <= self.RESTARTABLE:
             log.warning("%s exited during bring-up (%s); the apiserver is ready now, starting "
                         "it again", ", ".join(dead), _last_line(self._log_tails(dead)))
             self._kwokctl("start", "cluster", timeout=60)
             self._wait_controllers_work()
-            dead = self._dead()
+
+    def _check_components(self) -> None:
+        """Every component still running at the end of the bring-up. One that gave up after
+        the creation's turn is started again in a turn of its own; any other component
+        dead, or one dead again, is an error naming it and its log."""
+        if self._dead():
+            with file_lock(self._create_lock()):
+                self._restart_gave_up()
+        dead = self._dead()
         if dead:
             raise ClusterError(f"{', '.join(dead)} exited during bring-up:\n"
                                + self._log_tails(dead))
@@ -481,7 +499,7 @@ class LocalCluster:
         self._prepare_catalogue(version)
         # Its ports are picked, and the process started, in the creation turn: a control plane
         # created beside it (kwokctl takes "the first free one") then starts only after it.
-        with file_lock(build.cache_dir() / "clusters" / ".create.lock"):
+        with file_lock(self._create_lock()):
             metrics, health = process.free_port(), process.free_port()
             log_path = self.logs_dir / "karpenter.log"
             env = {**_base_env(),
