@@ -32,6 +32,23 @@ def test_a_controller_that_gave_up_is_started_again(monkeypatch):
     assert ran == [("start", "cluster")]
 
 
+def test_a_dead_controllers_pid_file_goes_before_kwokctl_starts_it(monkeypatch, tmp_path):
+    """kwokctl skips a component whose pid answers signal 0, which an unreaped zombie does:
+    the dead component's pid file is removed first, the others' stay."""
+    dead = {"kube-apiserver": True, "kube-controller-manager": False}
+    cluster, ran = cluster_with(monkeypatch, dead, dead,
+                                {"kube-apiserver": True, "kube-controller-manager": True})
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    for name in ("kube-apiserver", "kube-controller-manager"):
+        (pids / f"{name}.pid").write_text("123")
+    monkeypatch.setattr(cluster, "_kwokctl_cluster_dir", lambda: tmp_path)
+    monkeypatch.setattr(cluster, "_kwokctl", lambda *args, **kw: ran.append(
+        (args, sorted(p.name for p in pids.iterdir()))))
+    cluster._check_components()
+    assert ran == [(("start", "cluster"), ["kube-apiserver.pid"])]
+
+
 def test_a_controller_dead_again_is_an_error_naming_it(monkeypatch):
     cluster, ran = cluster_with(monkeypatch, {"kube-apiserver": True,
                                               "kube-controller-manager": False})
