@@ -7,13 +7,17 @@ head, per NodePool and workload; the exit code is the head's.
 A DIR with a kustomization.yaml is rendered with `kubectl kustomize DIR` (the harness's own
 kubectl) and what it renders is checked. ${NAME} and $NAME are filled in, as envsubst does,
 from --vars, --var-from-env and --var (later over earlier), after kustomize; CLUSTER_NAME is
-the cluster's name. A placeholder left unfilled is warned about, not emptied.
+the cluster's name. A placeholder left unfilled is warned about, not emptied. expect.yaml's
+steps: (apply, settle, scale, patch, wait, expect) run in order once the folder has settled,
+each step's outcome and duration in the report; with --base, each side runs its own.
 
 Exit codes:
   0  settled, and every expectation held (with --base: the head's)
   1  an expectation failed, or Karpenter did not settle in time (the report says which)
   2  bad input: manifests, expect.yaml or options (named by file and document), a --base
      that is neither a folder nor a git ref; nothing ran, or what had started was taken down
+     (or a step's object the API server refused only when the step ran: the report is
+     written, the later steps did not run)
   3  the cluster could not be brought up or used (a harness or machine problem), or the
      check itself broke: no verdict on the manifests
   130  interrupted (Ctrl-C); the cluster is taken down
@@ -35,7 +39,7 @@ from karpenter_e2e.checks import baseline, diff, manifests, report, variables
 from karpenter_e2e.checks.baseline import Base, BaseError
 from karpenter_e2e.checks.expectations import ExpectError
 from karpenter_e2e.checks.manifests import ManifestError
-from karpenter_e2e.checks.run import Check, Plan, plan, run_pair
+from karpenter_e2e.checks.run import Check, Plan, load_folder, plan, run_pair
 from karpenter_e2e.checks.variables import Variables, VariablesError
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
@@ -178,6 +182,10 @@ def _main(args, base: Base | None) -> int:
         print(f"check: the check ran ({'PASSED' if result['passed'] else 'FAILED'}) but its "
               f"outputs could not be written ({type(exc).__name__}: {exc})", file=sys.stderr)
         return EXIT_CLUSTER
+    if result.get("rejected"):  # a step's object the API server refused when it ran
+        print(f"check: bad input: the API server rejected a step; the later steps did not run "
+              f"and the cluster was {kept}:\n{result['rejected']}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return EXIT_PASSED if result["passed"] else EXIT_FAILED
 
 
@@ -227,7 +235,7 @@ def _base_plan(base: Base, args, given: Variables | None = None) -> tuple[Plan |
                       "head is added")
     given = given.for_base(args.folder, base.folder) if given else None
     try:
-        bundle = manifests.load(base.folder, args.cluster_name, given)
+        bundle = load_folder(base.folder, args.expect, args.cluster_name, given)[0]
         scale, dropped = _known(bundle, args.scale)
         scale_in, dropped_in = _known(bundle, args.scale_in)
         p = plan(base.folder, args.expect, scale, scale_in, args.cluster_name, given)

@@ -79,11 +79,16 @@ def _verdict(result: dict | None) -> dict | None:
     if result is None:
         return None
     exps = result["expectations"]
+    steps = result.get("steps") or []
     return {"passed": result["passed"], "settled": result["settled"],
             "held": sum(e["ok"] for e in exps), "expectations": len(exps),
             "failed": [e["expectation"] for e in exps if not e["ok"]],
             "settle_error": result.get("settle_error", ""), "run_id": result["run_id"],
-            "folder": result["folder"]}
+            "folder": result["folder"],
+            # each side runs its own steps (its expect.yaml's, or --expect's for both)
+            "steps": len(steps), "steps_ok": sum(s["outcome"] == "ok" for s in steps),
+            "steps_failed": [f"{s['label']} ({s['text']}) {s['outcome']}" for s in steps
+                             if s["outcome"] not in ("ok", "not run")]}
 
 
 def summary(base: dict | None, head: dict, base_described: str, base_note: str = "",
@@ -152,6 +157,13 @@ def markdown(s: dict) -> str:
         out += ["", f"Base: {s['base_note']}"]
     if head["failed"]:
         out += ["", "Failed on head: " + "; ".join(f"`{f}`" for f in head["failed"])]
+    sides = [(name, v) for name, v in (("head", head), ("base", s["base"])) if v]
+    if any(v.get("steps") for _, v in sides):
+        out += ["", "Steps: " + "; ".join(
+            f"{name} {v.get('steps_ok', 0)} of {v.get('steps', 0)} ok"
+            + "".join(f", {f}" for f in v.get("steps_failed") or []) for name, v in sides)
+            + ". Each side ran its own steps after its folder settled (each side's check.md "
+              "has them); the table compares the state before the first step."]
     shown = [r for r in rows if r["kind"] == "total" or r["status"] != "unchanged"]
     out += ["", "| | nodes | instance types | capacity | zones | $/h | $/month | Pending |",
             "|---|---|---|---|---|---|---|---|"]

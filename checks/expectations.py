@@ -28,6 +28,8 @@ after_scale_in:                 # judged once consolidation has settled after sc
   - nodes: {max: 1}
   - no_disruption: {nodepool: critical}          # Karpenter deleted no NodeClaim (of the
                                                  # pool) during the phase
+steps: [...]                    # then apply, settle, scale, patch, wait, expect in order
+                                # (checks.steps; not beside scale_in, its shorthand)
 ```
 
 Each expectation passes or fails with what was seen. An expectation that finds nothing to
@@ -90,6 +92,18 @@ class ExpectFile:
     default: bool = False  # the default expectation stands in for missing `expect:` items
     # `karpenter:` Karpenter's own settings for the check (KEY: VALUE; see karpenter_settings)
     karpenter: dict[str, str] = field(default_factory=dict)
+    # `steps:` as written, each with its line; checks.steps parses and resolves them
+    steps: list[RawStep] = field(default_factory=list)
+
+
+@dataclass
+class RawStep:
+    """One item of ``steps:`` as written and where it stands in the file."""
+
+    index: int  # its position in steps:, from 0 (as expect[0] counts)
+    line: int  # its line in the file, from 1
+    value: object
+    item_lines: list[int] = field(default_factory=list)  # an expect step's items' lines
 
 
 def default_expectations() -> list[Expectation]:
@@ -104,15 +118,16 @@ def load(path: Path | None) -> ExpectFile:
         return ExpectFile(expect=default_expectations(), default=True)
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        text = path.read_text()
+        data = yaml.safe_load(text) or {}
     except OSError as exc:
         raise ExpectError(f"{path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise ExpectError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ExpectError(f"{path}: expected a mapping with 'expect:' (and optionally 'scale:', "
-                          "'scale_in:', 'after_scale_in:', 'karpenter:')")
-    unknown = set(data) - {"scale", "scale_in", "expect", "after_scale_in", "karpenter"}
+                          "'scale_in:', 'after_scale_in:', 'steps:', 'karpenter:')")
+    unknown = set(data) - {"scale", "scale_in", "expect", "after_scale_in", "steps", "karpenter"}
     if unknown:
         raise ExpectError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}")
     out = ExpectFile(path, _replicas(path, "scale", data.get("scale")),
@@ -124,6 +139,10 @@ def load(path: Path | None) -> ExpectFile:
     if out.after_scale_in and not out.scale_in:
         raise ExpectError(f"{path}: after_scale_in needs scale_in (what to scale in)")
     out.karpenter = _settings(path, data.get("karpenter"))
+    out.steps = _raw_steps(path, text, data.get("steps"))
+    if out.steps and out.scale_in:
+        raise ExpectError(f"{path}: steps and scale_in both given: write the scale-in as steps "
+                          "(- scale: {workload: W, replicas: N}, - settle: {}, - expect: [...])")
     if not out.expect:
         out.expect, out.default = default_expectations(), True
     return out
@@ -138,6 +157,26 @@ def _settings(path: Path, value) -> dict[str, str]:
         raise ExpectError(f"{path}: karpenter: expected KEY: VALUE settings, e.g. "
                           "{MIN_VALUES_POLICY: BestEffort, CapacityBuffer: true}")
     return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+
+
+def _raw_steps(path: Path, text: str, value) -> list[RawStep]:
+    """``steps:``'s items with their lines (and an expect step's items' lines), read from the
+    file's YAML nodes: a step is named by its line and index in every error."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ExpectError(f"{path}: steps: expected a list of steps (- apply: FILE, - settle: "
+                          "{}, - scale: ..., - patch: ..., - wait: ..., - expect: [...])")
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    assert isinstance(root, yaml.MappingNode), "safe_load read a mapping"
+    node = next(v for k, v in root.value if k.value == "steps")
+    out = []
+    for i, (item, raw) in enumerate(zip(node.value, value, strict=True)):
+        pairs = item.value if isinstance(item, yaml.MappingNode) else []
+        inner = [v for k, v in pairs if k.value == "expect" and isinstance(v, yaml.SequenceNode)]
+        lines = [n.start_mark.line + 1 for n in inner[0].value] if inner else []
+        out.append(RawStep(i, item.start_mark.line + 1, raw, lines))
+    return out
 
 
 def _list(path: Path, key: str, value) -> list:
@@ -157,7 +196,7 @@ def _replicas(path: Path, key: str, value) -> dict[str, int]:
     return {str(k): v for k, v in value.items()}
 
 
-def parse_item(path: Path, section: str, index: int, item) -> Expectation:
+def parse_item(path: Path | str, section: str, index: int, item) -> Expectation:
     where = f"{path}: {section}[{index}]"
     if not isinstance(item, dict):
         raise ExpectError(f"{where}: expected a mapping, e.g. {{pending: 0}}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,6 +102,7 @@ class Bundle:
     manifests: list[Manifest] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # e.g. placeholders never filled in
     kustomization: Path | None = None  # the folder's own, which rendered the manifests
+    used: set[str] = field(default_factory=set)  # the variables its documents use
 
     def of_kind(self, *kinds: str) -> list[Manifest]:
         return [m for m in self.manifests if m.kind in kinds]
@@ -154,20 +156,59 @@ class _Source:
         return Manifest(self.file, self.doc, body, rendered=True)
 
 
-def load(folder: Path, cluster_name: str = "", given: Variables | None = None) -> Bundle:
-    """Every ``*.yaml``/``*.yml`` under ``folder`` (not expect.yaml), or what the folder's
-    own kustomization renders, with the variables filled in (``cluster_name`` for
-    CLUSTER_NAME, and ``given``), checked; raises ManifestError listing every problem found."""
+def load(folder: Path, cluster_name: str = "", given: Variables | None = None,
+         exclude: Iterable[Path] = ()) -> Bundle:
+    """Every ``*.yaml``/``*.yml`` under ``folder`` (not expect.yaml, nor what ``exclude`` names:
+    the files and folders a step applies later), or what the folder's own kustomization
+    renders, with the variables filled in (``cluster_name`` for CLUSTER_NAME, and ``given``),
+    checked; raises ManifestError listing every problem found."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ManifestError(f"{folder}: no such folder")
     given = given or Variables()
-    bundle, errors = Bundle(folder, kustomization=kustomize.kustomization(folder)), []
-    values, used = given.with_builtin(cluster_name), set()
-    rejected: list[Manifest] = []  # documents with a problem: still named, for the references
-    for source in _rendered(folder) if bundle.kustomization else _files(bundle, given.files):
+    bundle = Bundle(folder, kustomization=kustomize.kustomization(folder))
+    sources = _rendered(folder) if bundle.kustomization else \
+        _files(bundle, [*given.files, *exclude])
+    errors, rejected = _read(bundle, sources, given.with_builtin(cluster_name))
+    bundle.warnings += given.unused(bundle.used, folder)
+    # Every error at once: a document with a problem must not hide the next one's.
+    errors += _reference_problems(bundle, rejected)
+    if errors:
+        raise ManifestError("\n".join(errors))
+    return bundle
+
+
+def load_more(path: Path, known: list[Manifest], cluster_name: str = "",
+              given: Variables | None = None) -> Bundle:
+    """What a later step applies: a file, or a folder (its ``*.yaml``, or what its own
+    kustomization renders), read and checked as ``load`` reads a folder, its references
+    (namespaces, NodeClasses) judged against ``known`` and itself. It need hold no NodePool
+    and no workload. Raises ManifestError listing every problem found."""
+    path = Path(path)
+    given = given or Variables()
+    if path.is_dir():
+        bundle = Bundle(path, kustomization=kustomize.kustomization(path))
+        sources = _rendered(path) if bundle.kustomization else _files(bundle, given.files)
+    elif path.is_file():
+        bundle, sources = Bundle(path), [_Source(path, path.read_text())]
+    else:
+        raise ManifestError(f"{path}: no such file or folder")
+    errors, rejected = _read(bundle, sources, given.with_builtin(cluster_name))
+    errors += _reference_problems(bundle, rejected, known)
+    if errors:
+        raise ManifestError("\n".join(errors))
+    return bundle
+
+
+def _read(bundle: Bundle, sources: list[_Source],
+          values: dict[str, str]) -> tuple[list[str], list[Manifest]]:
+    """The sources' documents into ``bundle`` (the names they use into ``bundle.used``): the
+    errors, and the documents with a problem (still named, for the references)."""
+    errors: list[str] = []
+    rejected: list[Manifest] = []
+    for source in sources:
         filled = variables.fill(source.text, values)
-        used |= filled.used
+        bundle.used |= filled.used
         try:
             docs = list(yaml.safe_load_all(filled.text))
         except yaml.YAMLError as exc:
@@ -190,22 +231,17 @@ def load(folder: Path, cluster_name: str = "", given: Variables | None = None) -
                     rejected.append(m)
             else:
                 bundle.manifests.append(m)
-    bundle.warnings += given.unused(used, folder)
-    # Every error at once: a document with a problem must not hide the next one's.
-    errors += _reference_problems(bundle, rejected)
-    if errors:
-        raise ManifestError("\n".join(errors))
-    return bundle
+    return errors, rejected
 
 
-def _files(bundle: Bundle, var_files: list[Path]) -> list[_Source]:
-    """The folder's manifests as written (not a --vars file kept beside them). A kustomization
-    below it is not rendered: the folder is not one, and which of its sub-folders' would be is
-    not check's to guess."""
-    not_manifests = {f.resolve() for f in var_files}
+def _files(bundle: Bundle, not_manifests: list[Path]) -> list[_Source]:
+    """The folder's manifests as written (not a --vars file kept beside them, nor a file or
+    folder a step applies later). A kustomization below it is not rendered: the folder is not
+    one, and which of its sub-folders' would be is not check's to guess."""
+    left_out = [f.resolve() for f in not_manifests]
     files = sorted(p for p in bundle.folder.rglob("*") if p.suffix in (".yaml", ".yml")
                    and p.is_file() and p.name not in ("expect.yaml", "expect.yml")
-                   and p.resolve() not in not_manifests)
+                   and not any(p.resolve().is_relative_to(f) for f in left_out))
     for path in [p for p in files if p.name in kustomize.FILES]:
         bundle.warnings.append(f"{path}: not rendered: check renders only the kustomization at "
                                f"the top of the folder it is given (check {path.parent} to "
@@ -274,18 +310,23 @@ def _kind_problem(m: Manifest) -> str | None:
     return None
 
 
-def _reference_problems(bundle: Bundle, rejected: list[Manifest] = ()) -> list[str]:
+def _reference_problems(bundle: Bundle, rejected: list[Manifest] = (),
+                        known: list[Manifest] | None = None) -> list[str]:
     """What the documents refer to that no file defines. Documents rejected for their shape
-    still count as defining what they name, so that one error does not cause others."""
+    still count as defining what they name, so that one error does not cause others.
+    ``known``: a later step's documents, judged beside what is applied before them (then
+    they need no NodePool or workload of their own)."""
     errors = []
-    if not bundle.nodepools and not any(m.kind == "NodePool" for m in rejected):
+    if known is None and not bundle.nodepools and not any(m.kind == "NodePool" for m in rejected):
         errors.append(f"{bundle.folder}: no NodePool in any file: nothing for Karpenter to "
                       "launch from")
-    if not bundle.workloads and not any(m.kind in WORKLOADS for m in rejected) \
+    if known is None and not bundle.workloads and not any(m.kind in WORKLOADS for m in rejected) \
             and not bundle.of_kind("CapacityBuffer"):
         errors.append(f"{bundle.folder}: no workload (Deployment, StatefulSet, Job, Pod or "
                       "DaemonSet) and no CapacityBuffer: nothing to schedule")
-    classes = {m.name for m in [*bundle.manifests, *rejected]
+    source = f"{bundle.folder}" + (" nor what is applied before it" if known is not None else "")
+    known = known or []
+    classes = {m.name for m in [*known, *bundle.manifests, *rejected]
                if (m.group, m.kind) in NODECLASSES and m.name}
     for pool in bundle.nodepools:
         ref = ((pool.body.get("spec") or {}).get("template") or {}).get("spec", {}) \
@@ -296,14 +337,14 @@ def _reference_problems(bundle: Bundle, rejected: list[Manifest] = ()) -> list[s
         elif ref["name"] not in classes:
             errors.append(f"{pool.where}: NodePool {pool.name} refers to "
                           f"{ref.get('kind', 'NodeClass')} {ref['name']!r}, which no file in "
-                          f"{bundle.folder} defines"
+                          f"{source} defines"
                           + (f" (defined: {', '.join(sorted(classes))})" if classes else ""))
-    created = {m.name for m in [*bundle.manifests, *rejected] if m.kind == "Namespace"} | \
-        BUILTIN_NAMESPACES
+    created = {m.name for m in [*known, *bundle.manifests, *rejected]
+               if m.kind == "Namespace"} | BUILTIN_NAMESPACES
     for m in bundle.manifests:
         if m.namespace and m.namespace not in created:
             errors.append(f"{m.where}: {m.kind} {m.name} is in namespace {m.namespace!r}, "
-                          f"which no file in {bundle.folder} creates (add a Namespace)")
+                          f"which no file in {source} creates (add a Namespace)")
     dupes = [ref for ref, n in Counter(m.ref for m in bundle.manifests).items() if n > 1]
     errors += [f"{bundle.folder}: {ref} is defined more than once" for ref in dupes]
     return errors

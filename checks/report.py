@@ -77,7 +77,9 @@ def tables(result: dict, pictures: bool = False) -> str:
     if pictures and files.get("timeline"):
         out += ["## Timeline of the whole check", "",
                 f"![timeline]({Path(files['timeline']).name})", ""]
-    if result.get("scale_in_result"):
+    if result.get("steps"):
+        out += _steps(result)
+    elif result.get("scale_in_result"):  # a check.json from before steps
         out += _phase_tables(result["scale_in_result"], f"After scale-in {result['scale_in']}")
         out += _consolidation(result["consolidation"])
     out += ["## Expectations", ""]
@@ -126,13 +128,38 @@ def _phase_tables(s: dict, title: str) -> list[str]:
     return out
 
 
-def _consolidation(c: dict) -> list[str]:
-    out = ["## What consolidation did", "",
-           f"Nodes {c['nodes_before']} → {c['nodes_after']}, cost "
-           f"{_money(c['cost_before'])}/h → {_money(c['cost_after'])}/h; settled "
-           f"{c['settled_after_s']:.1f}s after the scale-in.", ""]
+def _steps(result: dict) -> list[str]:
+    """The steps in order, each with its outcome and duration; then, for each expect step
+    that ran, the tables of its state and what Karpenter did in its phase."""
+    out = ["## Steps", "", "| step | line | what | outcome | seconds | detail |",
+           "|---|---|---|---|---|---|"]
+    out += [f"| {s['label']} | {s['line'] or '–'} | {s['kind']}: {_cell(s['text'])} | "
+            f"{s['outcome'] if s['outcome'] in ('ok', 'not run') else s['outcome'].upper()} | "
+            f"{s['seconds']:.1f} | {_cell(s['detail'])} |" for s in result["steps"]]
+    out.append("")
+    for s in result["steps"]:
+        if s["kind"] != "expect" or "tables" not in s:
+            continue
+        if s["label"] == "scale-in":
+            out += _phase_tables(s["tables"], f"After scale-in {result['scale_in']}")
+            out += _consolidation(s["happened"])
+        else:
+            out += _phase_tables(s["tables"], f"After {s['label']}")
+            out += _consolidation(s["happened"], s["label"])
+    return out
+
+
+def _consolidation(c: dict, label: str = "") -> list[str]:
+    """What consolidation did after the scale-in; with ``label``, what Karpenter did in that
+    expect step's phase (from the first step after the previous expect)."""
+    since = "the phase began" if label else "scale-in"
+    when = (f"judged {c['judged_after_s']:.1f}s after the phase began." if label
+            else f"settled {c['settled_after_s']:.1f}s after the scale-in.")
+    out = [f"## What Karpenter did before {label}" if label else "## What consolidation did",
+           "", f"Nodes {c['nodes_before']} → {c['nodes_after']}, cost "
+           f"{_money(c['cost_before'])}/h → {_money(c['cost_after'])}/h; {when}", ""]
     if c["steps"]:
-        out += ["| seconds after scale-in | what |", "|---|---|"]
+        out += [f"| seconds after {since} | what |", "|---|---|"]
         out += [f"| {s['t']:+.1f} | {_cell(s['what'])} |" for s in c["steps"]]
     else:
         out.append("Karpenter removed and replaced nothing.")
@@ -151,15 +178,23 @@ def junit(result: dict) -> str:
     failure carrying what was seen."""
     from xml.etree import ElementTree as ET
     suite_name = f"check {result['folder']}"
-    cases = [("settled", result["settled"], result.get("settle_error") or "")]
+    cases: list[tuple[str, bool | None, str]] = [
+        ("settled", result["settled"], result.get("settle_error") or "")]
     cases += [(f"{e['phase']}: {e['expectation']}", e["ok"], f"seen: {e['seen']}")
               for e in result["expectations"]]
+    # Each step (None: not run, a skipped testcase); an expect step's items are above.
+    cases += [(f"step {s['label']}: {s['kind']}: {s['text']}",
+               None if s["outcome"] == "not run" else s["outcome"] == "ok", s["detail"])
+              for s in result.get("steps") or []]
     suite = ET.Element("testsuite", name=suite_name, tests=str(len(cases)),
-                       failures=str(sum(not ok for _, ok, _ in cases)), errors="0",
+                       failures=str(sum(ok is False for _, ok, _ in cases)), errors="0",
+                       skipped=str(sum(ok is None for _, ok, _ in cases)),
                        time=f"{result['finished'] - result['started']:.1f}")
     for name, ok, seen in cases:
         case = ET.SubElement(suite, "testcase", classname=suite_name, name=name)
-        if not ok:
+        if ok is None:
+            ET.SubElement(case, "skipped", message=seen[:500])
+        elif not ok:
             ET.SubElement(case, "failure", message=seen[:500]).text = seen
     root = ET.Element("testsuites")
     root.append(suite)
@@ -208,10 +243,15 @@ def write_allure(result: dict, results_dir: Path, timeline_png: Path | None,
                        status=Status.PASSED if result["settled"] else Status.FAILED,
                        statusDetails=StatusDetails(message=result["settle_error"] or None))
     logger.report_result(whole)
-    for e in result["expectations"]:
-        name = f"{e['phase']}: {e['expectation']}"
+    outcomes = [(f"{e['phase']}: {e['expectation']}",
+                 Status.PASSED if e["ok"] else Status.FAILED, f"seen: {e['seen']}")
+                for e in result["expectations"]]
+    outcomes += [(f"step {s['label']}: {s['kind']}: {s['text']}",
+                  Status.SKIPPED if s["outcome"] == "not run" else
+                  Status.PASSED if s["outcome"] == "ok" else Status.FAILED, s["detail"])
+                 for s in result.get("steps") or []]
+    for name, status, message in outcomes:
         logger.report_result(TestResult(
             uuid=str(uuid.uuid4()), name=name, fullName=f"{suite}::{name}",
             historyId=f"{suite}::{name}", start=start, stop=stop, labels=labels,
-            status=Status.PASSED if e["ok"] else Status.FAILED,
-            statusDetails=StatusDetails(message=f"seen: {e['seen']}")))
+            status=status, statusDetails=StatusDetails(message=message)))

@@ -12,10 +12,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
-from karpenter_e2e.checks import apply, expectations, manifests, observe, report, settle
+from karpenter_e2e.checks import (
+    apply,
+    expectations,
+    manifests,
+    observe,
+    report,
+    settle,
+    steps,
+)
 from karpenter_e2e.checks.expectations import ExpectFile
 from karpenter_e2e.checks.manifests import Bundle, Manifest
+from karpenter_e2e.checks.steps import Step
 from karpenter_e2e.checks.variables import Variables
 from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.clusters.errors import ClusterError
@@ -38,22 +48,50 @@ class Plan:
     expect: ExpectFile
     scale: dict[str, int] = field(default_factory=dict)
     scale_in: dict[str, int] = field(default_factory=dict)
+    # expect.yaml's steps:, then the steps scale_in: stands for (resolved: see checks.steps)
+    steps: list[Step] = field(default_factory=list)
+
+
+class Folder(NamedTuple):
+    """A folder read for a check: its manifests, its expect.yaml (and where that is), the
+    steps that parsed, and the problems of those that did not (index, message)."""
+
+    bundle: Bundle
+    expect: ExpectFile
+    expect_path: Path | None
+    steps: list[Step]
+    problems: list[tuple[int, str]]
+
+
+def load_folder(folder: Path, expect_path: Path | None, cluster_name: str,
+                given: Variables | None = None) -> Folder:
+    """The folder's manifests and its expect.yaml (the folder's own unless given), with its
+    steps parsed: the files a step applies are not the folder's own manifests."""
+    if expect_path is None and (folder / "expect.yaml").is_file():
+        expect_path = folder / "expect.yaml"
+    exp = expectations.load(expect_path)
+    problems: list[tuple[int, str]] = []
+    parsed = steps.parse(exp, problems)
+    bundle = manifests.load(folder, cluster_name, given,
+                            exclude=steps.applied_paths(folder, parsed))
+    return Folder(bundle, exp, expect_path, parsed, problems)
 
 
 def plan(folder: Path, expect_path: Path | None, scale: str, scale_in: str,
          cluster_name: str, given: Variables | None = None) -> Plan:
     """Load and check everything offline; ManifestError/ExpectError name the file. The
     expect.yaml is the folder's own, a kustomization's too (kustomize does not list it)."""
-    bundle = manifests.load(folder, cluster_name, given)
-    if expect_path is None and (folder / "expect.yaml").is_file():
-        expect_path = folder / "expect.yaml"
-    exp = expectations.load(expect_path)
+    bundle, exp, expect_path, parsed, problems = load_folder(folder, expect_path, cluster_name,
+                                                             given)
     p = Plan(bundle, exp, {**exp.scale, **manifests.parse_scale(scale)},
              {**exp.scale_in, **manifests.parse_scale(scale_in)})
     manifests.scaled(bundle.manifests, bundle, p.scale)  # unknown workloads fail here
-    manifests.scaled(bundle.manifests, bundle, p.scale_in)
+    if not exp.steps:  # after steps, the scale-in may name a workload a step applied
+        manifests.scaled(bundle.manifests, bundle, p.scale_in)
     if exp.after_scale_in and not p.scale_in:
         raise expectations.ExpectError(f"{expect_path}: after_scale_in needs scale_in")
+    p.steps = parsed + (steps.shorthand(p.scale_in, exp.after_scale_in) if p.scale_in else [])
+    steps.resolve(p.steps, bundle, p.scale, expect_path, cluster_name, given, problems)
     return p
 
 
@@ -136,19 +174,27 @@ class Check:
         applier = apply.Applier(self.kube, self.run_id)
         mapped = manifests.for_mode(self.plan.bundle, nodeclass)
         mapped = manifests.scaled(mapped, self.plan.bundle, self.plan.scale)
-        self.applied = mapped  # from here on, what a kept cluster must be emptied of
-        originals = [m for m in self.plan.bundle.manifests
-                     if m.kind == "EC2NodeClass" and info.nodeclass_kind != "EC2NodeClass"]
-        rejected = []  # both dry-runs' refusals at once: one must not hide the other's
-        for dry_run in (lambda: applier.dry_run(mapped),
-                        # validated as written against the real EC2NodeClass CRD, then mapped
-                        lambda: applier.validate_as_written(
-                            originals, awsbuild.crd_dir() / EC2NODECLASS_CRD)
-                        if originals else None):
-            try:
-                dry_run()
-            except manifests.ManifestError as exc:
-                rejected.append(str(exc))
+        later = [(s, self._mapped(s.changed, nodeclass)) for s in self.plan.steps if s.changed]
+        # from here on, what a kept cluster must be emptied of
+        self.applied = mapped + [m for _, ms in later for m in ms]
+        ec2_mapped = info.nodeclass_kind != "EC2NodeClass"  # local mode: to KWOKNodeClass
+        rejected = []  # every dry-run's refusals at once: one must not hide another's
+        # The folder's documents, then each step's as it would be applied (a patch: the whole
+        # object with the patch merged in), each named by its step.
+        for dry_run, written, step in [(mapped, self.plan.bundle.manifests, None)] + [
+                (ms, s.changed, s) for s, ms in later]:
+            originals = [m for m in written if m.kind == "EC2NodeClass" and ec2_mapped]
+            for attempt in (lambda ms=dry_run: applier.dry_run(ms),
+                            # validated as written against the real EC2NodeClass CRD, then mapped
+                            lambda originals=originals: applier.validate_as_written(
+                                originals, awsbuild.crd_dir() / EC2NODECLASS_CRD)
+                            if originals else None):
+                try:
+                    attempt()
+                except manifests.ManifestError as exc:
+                    rejected.append(str(exc) if step is None else
+                                    f"{step.where(self.plan.expect.path)} ({step.kind}), as "
+                                    f"it would be applied then:\n{exc}")
         if rejected:
             raise manifests.ManifestError("\n".join(rejected))
         t = self._timed("dry_run_s", t)
@@ -160,9 +206,11 @@ class Check:
         nodeclass_kind = Kind(info.nodeclass_group, info.nodeclass_version,
                               info.nodeclass_kind.lower() + "es")
         catalogue = _catalogue(self.backend) if info.mode == "local" else None
-        snapshot = lambda applied: observe.take(  # noqa: E731
-            self.kube, self.plan.bundle, nodeclass_kind, self.backend.karpenter_running,
-            lambda: _read_from(info.karpenter_log, offset), catalogue, self.workloads(applied))
+
+        def snapshot(applied: list[Manifest], bundle: Bundle = self.plan.bundle):
+            return observe.take(self.kube, bundle, nodeclass_kind, self.backend.karpenter_running,
+                                lambda: _read_from(info.karpenter_log, offset), catalogue,
+                                self.workloads(applied))
 
         t_apply = time.time()
         applier.apply(mapped)
@@ -180,67 +228,81 @@ class Check:
                    for r in (e.evaluate(out_snap) for e in self.plan.expect.expect)]
         t = self._timed("observe_s", t)
 
-        in_snap, consolidation = None, None
-        if self.plan.scale_in and settled:
-            scaled_in = manifests.scaled(mapped, self.plan.bundle, self.plan.scale_in)
-            changed = [m for m, was in zip(scaled_in, mapped, strict=True) if m.body != was.body]
-            t_in = time.time()
-            timeline.mark(t_in, f"scale-in {self.plan.scale_in}")
-            applier.apply(changed)
-            try:
-                settler.scaled_in(self.workloads(scaled_in))
-            except WaitTimeout as exc:
-                settled, settle_error = False, "after scale-in: " + str(exc).splitlines()[0]
-            t = self._timed("scale_in_settle_s", t)
-            in_snap = snapshot(scaled_in)
-            _phase_history(in_snap, timeline, t_in)
-            results += [dict(r.to_dict(), phase="scale-in")
-                        for r in (e.evaluate(in_snap) for e in self.plan.expect.after_scale_in)]
-            consolidation = self._consolidation(timeline, t_in, out_snap, in_snap)
+        ran = None
+        if self.plan.steps:
+            ops = _Cluster(self, applier, timeline, snapshot, nodeclass)
+            ran = steps.run(self.plan.steps, ops, out_snap) if settled else \
+                steps.not_run(self.plan.steps, "the folder's own apply did not settle")
+            results += ran.results
+            if ran.settle_error:
+                settled, settle_error = False, ran.settle_error
+            self._step_timings(ran)
         timeline.stop()
-        result = self._result(info, out_snap, in_snap, consolidation, results, settled,
-                              settle_error, timeline)
+        result = self._result(info, out_snap, ran, results, settled, settle_error, timeline)
         # A panic or an error Karpenter kept logging while the check ran: said beside the
         # verdict, not left in karpenter.log alone.
         result["karpenter_log"] = diagnosis.log_problems(_read_from(info.karpenter_log, offset))
         return result
 
+    def _mapped(self, ms: list[Manifest], nodeclass: tuple[str, str, str]) -> list[Manifest]:
+        """Objects as written (a step's) as they are applied in this mode."""
+        return manifests.for_mode(Bundle(self.plan.bundle.folder, list(ms)), nodeclass)
+
+    def _step_timings(self, ran: steps.Ran) -> None:
+        """The scale-in's settle as before (scale_in_settle_s), and the steps: of expect.yaml
+        in all (steps_s)."""
+        for r in ran.records:
+            if (r["label"], r["kind"]) == (steps.SCALE_IN, "settle") \
+                    and r["outcome"] != steps.NOT_RUN:
+                self.timings["scale_in_settle_s"] = r["seconds"]
+        own = [r["seconds"] for r in ran.records if r["label"] != steps.SCALE_IN]
+        if own:
+            self.timings["steps_s"] = round(sum(own), 1)
+
     def workloads(self, ms: list[Manifest]) -> list[Manifest]:
         return [m for m in ms if m.kind in manifests.WORKLOADS]
 
     # ---- what happened ----------------------------------------------------------------------
-    def _consolidation(self, timeline: Timeline, t_in: float, before: observe.Snapshot,
-                       after: observe.Snapshot) -> dict:
-        """Karpenter's disruption decisions after the scale-in, and what became of each
-        NodeClaim, in seconds after it (from the timeline recording)."""
+    @staticmethod
+    def happened(timeline: Timeline, since: float, before: observe.Snapshot,
+                 after: observe.Snapshot) -> dict:
+        """Karpenter's disruption decisions in a phase (after the scale-in, or from a step
+        on), and what became of each NodeClaim, in seconds after ``since`` (from the timeline
+        recording)."""
         rec = timeline.recording
         ms = machines(rec)
-        steps = []
+        found = []
         for m in ms:
             what = f"{m.claim or m.node} ({m.instance_type} {m.capacity_type})"
             for t_c in m.consolidatable:
-                if t_c >= t_in:
-                    steps.append((t_c, f"{what} Consolidatable"))
-            if m.deleting and m.deleting >= t_in:
-                steps.append((m.deleting, f"{what} deleting"))
-            if m.gone and m.gone >= t_in:
-                steps.append((m.gone, f"{what} gone"))
-            if m.created and m.created >= t_in:
-                steps.append((m.created, f"{what} launched (replacement)"))
+                if t_c >= since:
+                    found.append((t_c, f"{what} Consolidatable"))
+            if m.deleting and m.deleting >= since:
+                found.append((m.deleting, f"{what} deleting"))
+            if m.gone and m.gone >= since:
+                found.append((m.gone, f"{what} gone"))
+            if m.created and m.created >= since:
+                found.append((m.created, f"{what} launched (replacement)"))
         for e in karpenter_events(rec, ms):
-            if e["t"] and e["t"] >= t_in and e["reason"].startswith(("Disruption", "Unconsol")):
-                steps.append((e["t"], f"event {e['reason']} {e['kind']}/{e['name']}: "
+            if e["t"] and e["t"] >= since and e["reason"].startswith(("Disruption", "Unconsol")):
+                found.append((e["t"], f"event {e['reason']} {e['kind']}/{e['name']}: "
                                       f"{e['message'][:160]}"))
-        steps.sort(key=lambda s: s[0])
+        found.sort(key=lambda s: s[0])
         return {"nodes_before": len(before.nodes), "nodes_after": len(after.nodes),
                 "cost_before": observe.cost_per_hour(before),
                 "cost_after": observe.cost_per_hour(after),
-                "settled_after_s": self.timings.get("scale_in_settle_s", 0.0),
-                "steps": [{"t": round(t - t_in, 1), "what": w} for t, w in steps]}
+                "judged_after_s": round(after.at - since, 1),
+                "steps": [{"t": round(t - since, 1), "what": w} for t, w in found]}
 
-    def _result(self, info, out_snap, in_snap, consolidation, results, settled, settle_error,
+    def _result(self, info, out_snap, ran: steps.Ran | None, results, settled, settle_error,
                 timeline: Timeline) -> dict:
         t = time.time()
+        records = ran.records if ran else []
+        # The scale-in as before: its tables and what consolidation did, beside its steps.
+        scale_in = next((r for r in records if r["label"] == steps.SCALE_IN
+                         and r["kind"] == "expect" and "tables" in r), None)
+        if scale_in is not None:
+            scale_in["happened"]["settled_after_s"] = self.timings.get("scale_in_settle_s", 0.0)
         result = {
             "folder": str(self.plan.bundle.folder), "run_id": self.run_id, "mode": info.mode,
             "cluster": info.name, "karpenter_version": info.versions.get("karpenter", "?"),
@@ -256,18 +318,21 @@ class Check:
             "scale": self.plan.scale, "scale_in": self.plan.scale_in,
             "settled": settled, "settle_error": settle_error,
             "scale_out": report.summarise(out_snap), "snapshot": out_snap.to_dict(),
-            "scale_in_result": report.summarise(in_snap) if in_snap else None,
-            "consolidation": consolidation, "expectations": results,
+            "scale_in_result": scale_in["tables"] if scale_in else None,
+            "consolidation": scale_in["happened"] if scale_in else None,
+            "steps": records, "expectations": results,
             "default_expectations": self.plan.expect.default,
             "timings": self.timings,
             # where the nodes' price labels come from (the packing picture says it per node)
             "price_sources": report.price_sources(info.mode),
         }
-        result["passed"] = settled and all(r["ok"] for r in results)
+        result["passed"] = settled and all(r["ok"] for r in results) and (ran is None or ran.ok)
+        if ran is not None and ran.rejected:  # bad input, found only when the step ran
+            result["rejected"] = ran.rejected
         self.out_dir.mkdir(parents=True, exist_ok=True)
         png = self._timeline_picture(timeline, "passed" if result["passed"] else "failed",
                                      next((r["expectation"] for r in results if not r["ok"]),
-                                          settle_error))
+                                          settle_error or (ran.failed if ran else "")))
         # Drawn on both sides of --base too: it is the scale-out snapshot, not the recording.
         packing = self._packing_picture(result)
         self._timed("report_s", t)  # the pictures are most of it; the files take milliseconds
@@ -302,6 +367,42 @@ class Check:
         except Exception as exc:  # noqa: BLE001 - a picture must never hide the verdict
             log.warning("timeline not drawn: %s: %s", type(exc).__name__, exc)
             return None
+
+
+class _Cluster:
+    """The steps' operations on the check's cluster (checks.steps.Operations): the check's
+    Applier, the one settle wait, the Job wait, the timeline and the snapshot."""
+
+    def __init__(self, check: Check, applier: apply.Applier, timeline: Timeline, snapshot,
+                 nodeclass: tuple[str, str, str]):
+        self.check, self.applier, self.timeline = check, applier, timeline
+        self.snapshot, self.nodeclass = snapshot, nodeclass
+
+    def _bundle(self, state: list[Manifest]) -> Bundle:
+        return Bundle(self.check.plan.bundle.folder, list(state))
+
+    def apply(self, changed: list[Manifest]) -> None:
+        self.applier.apply(self.check._mapped(changed, self.nodeclass))
+
+    def settle(self, state: list[Manifest], disruption: bool, timeout: float) -> None:
+        assert self.check.kube is not None
+        settle.Settler(self.check.kube, self._bundle(state)).settled(
+            self.check.workloads(state), disruption=disruption, timeout=timeout)
+
+    def wait_job(self, job: Manifest, outcome: str, timeout: float) -> str:
+        assert self.check.kube is not None
+        return settle.job_finished(self.check.kube, job.namespace or "default", job.name,
+                                   outcome, timeout)
+
+    def mark(self, t: float, label: str) -> None:
+        self.timeline.mark(t, label)
+
+    def observe(self, step: Step, since: float,
+                before: observe.Snapshot) -> tuple[observe.Snapshot, dict]:
+        snap = self.snapshot(step.state, self._bundle(step.state))
+        _phase_history(snap, self.timeline, since)
+        return snap, {"tables": report.summarise(snap),
+                      "happened": Check.happened(self.timeline, since, before, snap)}
 
 
 @dataclass

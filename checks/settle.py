@@ -4,10 +4,12 @@ points and are bounded by the harness's Timeouts.
 - After scale-out: every workload has its pods; no NodeClaim is launching or deleting; every
   Pending pod carries Karpenter's FailedScheduling event (Karpenter looked at it and could
   not place it); and nothing changed for ``QUIET_S``.
-- After scale-in: no NodeClaim launching or deleting, and nothing changed for
-  ``DISRUPTION_QUIET_S`` counted from the later of the last change and the moment the last
-  NodeClaim could turn Consolidatable (its ``lastPodEventTime`` + its pool's consolidateAfter);
-  or no NodeClaim left at all.
+- After scale-in, or a step that may make Karpenter disrupt (a patch that drifts nodes):
+  the same, but nothing changed for ``DISRUPTION_QUIET_S`` counted from the later of the last
+  change and the moment the last NodeClaim could turn Consolidatable (its
+  ``lastPodEventTime`` + its pool's consolidateAfter); or no NodeClaim left at all.
+
+One wait (``Settler.settled``) for both.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import POD_EVENT_DEDUPE_S
 from karpenter_e2e.clusters.kube import CAPACITY_BUFFER, NODECLAIM, NODEPOOL, Kube
 from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
-from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
+from karpenter_e2e.clusters.waits import DEFAULTS, Observation, StopWaiting, eventually
 from karpenter_e2e.fixtures.timings import timestamp
 
 QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled
@@ -87,7 +89,26 @@ class Settler:
 
     def scaled_out(self, manifests: list[Manifest]) -> float:
         """Wait until settled after scale-out; returns the seconds it took."""
+        return self.settled(manifests)
+
+    def scaled_in(self, manifests: list[Manifest]) -> float:
+        """Wait until consolidation settled after a scale-in; returns the seconds it took."""
+        return self.settled(manifests, disruption=True)
+
+    def settled(self, manifests: list[Manifest], disruption: bool = False,
+                timeout: float | None = None) -> float:
+        """The one settle wait: every workload has its pods (or its controller was refused
+        them), every CapacityBuffer decided, no NodeClaim launching or deleting, every Pending
+        pod decided by Karpenter, and nothing changed for ``QUIET_S``. With ``disruption``,
+        the quiet is Karpenter's disruption quiet instead: ``DISRUPTION_QUIET_S`` counted from
+        the later of the last change, ``POD_EVENT_DEDUPE_S`` after the start and the moment
+        the last NodeClaim could turn Consolidatable (or no NodeClaim left). Bounded by the
+        provision timeout (``disruption``: the disruption timeout) unless ``timeout`` is
+        given; returns the seconds it took."""
         started = time.time()
+        after = {p["metadata"]["name"]: _duration_s(
+            ((p.get("spec") or {}).get("disruption") or {}).get("consolidateAfter", "0s"))
+            for p in self.kube.list(NODEPOOL)} if disruption else {}
 
         def check() -> Observation:
             counts, pods = self._pods_by_workload()
@@ -97,54 +118,41 @@ class Settler:
             decided = self._karpenter_decided({p.metadata.namespace for p in pending})
             undecided = [p.metadata.name for p in pending
                          if (p.metadata.namespace, p.metadata.name) not in decided]
-            quiet = self._note((tuple(sorted(counts.items())),
-                                tuple(sorted((p.metadata.name, p.status.phase) for p in pods)),
-                                tuple(sorted(c["metadata"]["name"] for c in claims))))
+            unchanged = self._note((tuple(sorted(counts.items())),
+                                    tuple(sorted((p.metadata.name, p.status.phase) for p in pods)),
+                                    tuple(sorted(c["metadata"]["name"] for c in claims))))
             missing = self._missing(manifests, counts) + self._buffers_undecided()
-            ok = not missing and not busy and not undecided and quiet >= QUIET_S
+            if disruption:
+                decidable = [timestamp(view.status(c).get("lastPodEventTime")
+                                       or c["metadata"]["creationTimestamp"])
+                             + after[c["metadata"]["labels"].get(NODEPOOL_LABEL)]
+                             for c in claims
+                             if after.get(c["metadata"]["labels"].get(NODEPOOL_LABEL))
+                             is not None]
+                # Karpenter records a pod event at most once per 10 s: the emptying may
+                # count from up to 10 s after the start.
+                since = max([time.time() - unchanged, started + POD_EVENT_DEDUPE_S, *decidable])
+                quiet = time.time() - since
+                # With no NodeClaim left there is nothing more to disrupt.
+                calm = quiet >= DISRUPTION_QUIET_S or not claims
+                quiet_text = (f"{len(claims)} NodeClaims, {quiet:.0f}s of {DISRUPTION_QUIET_S}s "
+                              "quiet since the last change or consolidateAfter")
+            else:
+                calm, quiet_text = unchanged >= QUIET_S, f"quiet for {unchanged:.0f}s"
+            ok = not missing and not busy and not undecided and calm
             return Observation(ok, "; ".join(filter(None, [
                 ", ".join(missing), busy, f"{len(undecided)} Pending pods Karpenter has not "
                 f"decided on yet ({', '.join(undecided[:3])})" if undecided else "",
-                f"quiet for {quiet:.0f}s"])))
+                quiet_text])))
 
-        eventually(check, what="Karpenter to settle after scale-out (every pod Running, or "
-                               "Pending with Karpenter's FailedScheduling event; nothing "
-                               "launching)", timeout=DEFAULTS.provision)
-        return time.time() - started
-
-    def scaled_in(self, manifests: list[Manifest]) -> float:
-        started = time.time()
-        after = {p["metadata"]["name"]: _duration_s(
-            ((p.get("spec") or {}).get("disruption") or {}).get("consolidateAfter", "0s"))
-            for p in self.kube.list(NODEPOOL)}
-
-        def check() -> Observation:
-            counts, _ = self._pods_by_workload()
-            claims = self._claims()
-            busy = _busy(claims)
-            quiet_since = time.time() - self._note(
-                tuple(sorted(c["metadata"]["name"] for c in claims)))
-            decidable = [timestamp(view.status(c).get("lastPodEventTime")
-                                   or c["metadata"]["creationTimestamp"])
-                         + after[c["metadata"]["labels"].get(NODEPOOL_LABEL)]
-                         for c in claims
-                         if after.get(c["metadata"]["labels"].get("karpenter.sh/nodepool"))
-                         is not None]
-            # Karpenter records a pod event at most once per 10 s: the emptying may count
-            # from up to 10 s after the scale-in.
-            since = max([quiet_since, started + POD_EVENT_DEDUPE_S, *decidable])
-            quiet = time.time() - since
-            missing = self._missing(manifests, counts)
-            # With no NodeClaim left there is nothing more to disrupt.
-            ok = not missing and not busy and (quiet >= DISRUPTION_QUIET_S or not claims)
-            return Observation(ok, "; ".join(filter(None, [
-                ", ".join(missing), busy, f"{len(claims)} NodeClaims, "
-                f"{quiet:.0f}s of {DISRUPTION_QUIET_S}s quiet since the last change or "
-                "consolidateAfter"])))
-
-        eventually(check, what="consolidation to settle after scale-in (no NodeClaim launching "
-                               f"or deleting, {DISRUPTION_QUIET_S}s quiet after each pool's "
-                               "consolidateAfter)", timeout=DEFAULTS.disruption)
+        if disruption:
+            what = ("Karpenter to settle, disruption included (no NodeClaim launching or "
+                    f"deleting, {DISRUPTION_QUIET_S}s quiet after each pool's consolidateAfter)")
+        else:
+            what = ("Karpenter to settle after scale-out (every pod Running, or Pending with "
+                    "Karpenter's FailedScheduling event; nothing launching)")
+        eventually(check, what=what, timeout=timeout if timeout is not None
+                   else DEFAULTS.disruption if disruption else DEFAULTS.provision)
         return time.time() - started
 
     def _karpenter_decided(self, namespaces: set[str]) -> set[tuple[str, str]]:
@@ -155,6 +163,30 @@ class Settler:
         return {(ns, e.involved_object.name or "") for ns in sorted(namespaces)
                 for e in self.kube.karpenter_events(ns)
                 if e.involved_object.kind == "Pod" and e.reason in ("FailedScheduling", "Nominated")}
+
+
+def job_finished(kube: Kube, namespace: str, name: str, outcome: str = "complete",
+                 timeout: float | None = None) -> str:
+    """Wait until the Job's ``Complete`` condition is True (``outcome`` 'failed': its
+    ``Failed``); the other ending stops the wait at once (WaitAborted, with the Job's own
+    reason and message). Returns what was seen; bounded by the disruption timeout."""
+    wanted, other = ("Complete", "Failed") if outcome == "complete" else ("Failed", "Complete")
+
+    def check() -> Observation:
+        job = kube.api.sanitize_for_serialization(kube.batch.read_namespaced_job_status(
+            name, namespace, _request_timeout=kube.timeout))
+        st = view.status(job)
+        seen = (f"succeeded {st.get('succeeded', 0)}, failed {st.get('failed', 0)}, "
+                f"active {st.get('active', 0)}")
+        if view.is_true(job, other):
+            end = view.condition(job, other) or {}
+            raise StopWaiting(f"the Job ended {other} ({end.get('reason', '')}: "
+                              f"{end.get('message', '')}); {seen}")
+        return Observation(view.is_true(job, wanted), seen, seen)
+
+    return str(eventually(check, what=f"Job {namespace}/{name} to "
+                                      f"{'complete' if outcome == 'complete' else 'fail'}",
+                          timeout=DEFAULTS.disruption if timeout is None else timeout))
 
 
 def _busy(claims: list[dict]) -> str:
