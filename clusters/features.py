@@ -64,6 +64,16 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
     Feature("spread-match-label-keys", "topologySpreadConstraints matchLabelKeys", "v1.5.5",
             "pkg/controllers/provisioning/scheduling/topology.go: newForTopologies adds each "
             "matchLabelKeys label's own value to the spread's selector"),
+    Feature("spread-node-taints-policy", "topologySpreadConstraints nodeTaintsPolicy",
+            "v1.5.5", "pkg/controllers/provisioning/scheduling/topologydomaingroup.go: "
+                      "ForEachDomain leaves out, under nodeTaintsPolicy Honor, the domains of "
+                      "pools whose taints the pod does not tolerate; v1.1.5 has no such file, "
+                      "and its spreads take every pool's domains whatever the policy"),
+    Feature("scheduler-config", "SCHEDULER_CONFIG (the kube-scheduler's default spread "
+            "constraints)", "v1.15.0",
+            f"{OPTIONS}: --scheduler-config / SCHEDULER_CONFIG; "
+            "pkg/controllers/provisioning/scheduling/defaultconstraints.go: "
+            "DefaultTopologySpreadInjector"),
     Feature("preference-policy", "PREFERENCE_POLICY (Respect / Ignore)", "v1.5.5",
             f"{OPTIONS}: --preference-policy / PREFERENCE_POLICY"),
     Feature("node-repair", "node repair (NodeRepair gate)", "v1.1.5",

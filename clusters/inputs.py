@@ -74,8 +74,11 @@ INPUTS: tuple[Input, ...] = (
        "ephemeral-storage requests, fitted against each type's ephemeral-storage capacity",
        "pkg/utils/resources/resources.go:Fits",
        f"{SCHED}/nodeclaim.go:filterInstanceTypesByRequirements",
-       gap="local mode's catalogue gives every type 20Gi, so only fit-or-not can be shown "
-           "there; capacity that follows the EC2NodeClass's block devices needs aws-sim or eks"),
+       proved_by=("ephemeral-storage-not-fitted",),
+       gap="local mode's catalogue gives every type 20Gi, so a request decides how many pods "
+           "share a NodeClaim and whether any type fits, never which type; capacity that "
+           "follows the EC2NodeClass's block devices (or instance stores) needs aws-sim or "
+           "eks"),
     _i("pod.requests.extended", "pod",
        "extended resources (nvidia.com/gpu, a resource a NodeOverlay adds): only types "
        "offering them fit",
@@ -168,9 +171,14 @@ INPUTS: tuple[Input, ...] = (
        f"{SCHED}/topologynodefilter.go:MakeTopologyNodeFilter"),
     _i("pod.topologySpread.nodeTaintsPolicy", "pod",
        "topologySpreadConstraints nodeTaintsPolicy: whether domains of nodes whose taints the "
-       "pod does not tolerate count",
+       "pod does not tolerate count (a spread's domains are every NodePool's; under Honor a "
+       "pool's count only if the pod tolerates its taints)",
        f"{SCHED}/topologygroup.go:NewTopologyGroup",
-       f"{SCHED}/topologynodefilter.go:TopologyNodeFilter.Matches"),
+       f"{SCHED}/topologydomaingroup.go:TopologyDomainGroup.ForEachDomain",
+       f"{SCHED}/topologynodefilter.go:TopologyNodeFilter.Matches",
+       proved_by=("node-taints-policy-ignored",),
+       gap="only the domains a pool's taints exclude: pods already running on a tainted node "
+           "and counted or not by the policy (TopologyNodeFilter.Matches) are not set up"),
     _i("pod.topologySpread.matchLabelKeys", "pod",
        "topologySpreadConstraints matchLabelKeys: the pod's own values of these labels join "
        "the selector (one spread per ReplicaSet revision)",
@@ -538,7 +546,13 @@ INPUTS: tuple[Input, ...] = (
     _i("options.SCHEDULER_CONFIG", "options",
        "SCHEDULER_CONFIG: the kube-scheduler's default topology spread constraints, injected "
        "into pods that have none",
-       f"{SCHED}/defaultconstraints.go:DefaultTopologySpreadInjector.Inject"),
+       f"{SCHED}/defaultconstraints.go:DefaultTopologySpreadInjector.Inject",
+       f"{SCHED}/defaultconstraints.go:DefaultTopologySpreadInjector.defaultSelector",
+       proved_by=("default-spread-replicaset-missed",),
+       gap="one DoNotSchedule zone default on a Deployment's pods (the selector from their "
+           "ReplicaSet) and a pod with its own spread; selectors from Services, "
+           "ReplicationControllers or StatefulSets, ScheduleAnyway defaults and consolidation's "
+           "simulation are not set up"),
     _i("options.IGNORE_DRA_REQUESTS", "options",
        "IGNORE_DRA_REQUESTS (default true) and pods' resource claims: such pods are not "
        "provisioned for; false turns on DRA scheduling against ResourceSlices",

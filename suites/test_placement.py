@@ -1,5 +1,6 @@
 """Placement (workshop 003, seeds 000/004): pods land on the pool, zone, arch and types they ask for."""
 
+import json
 import time
 
 import allure
@@ -23,7 +24,7 @@ from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
 from karpenter_e2e.fixtures.nodepools import narrow, require
 from karpenter_e2e.fixtures.timings import timestamp
-from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
+from karpenter_e2e.fixtures.workloads import ONE_PER_NODE, one_per_node
 
 
 def spread_over(key: str, app: str = "inflate") -> dict:
@@ -212,6 +213,97 @@ def test_min_domains_above_the_zones_a_pool_has_caps_the_spread(nodepool_factory
                                                 about=waiting)
         # Long past a batch window and the kube-scheduler's retries: no third NodeClaim.
         expect.consistently_nodeclaims_untouched(pool, claims, 20)
+    timings.notes["karpenter_said"] = said[:300]
+
+
+UNTOLERATED = {"key": "karpenter-e2e/reserved", "value": "other-team", "effect": "NoSchedule"}
+
+
+@pytest.mark.scenario("spread-node-taints-policy")
+@pytest.mark.covers("pod.topologySpread.nodeTaintsPolicy")
+@pytest.mark.karpenter_feature("spread-node-taints-policy")
+@pytest.mark.own_karpenter(
+    "Karpenter takes a zone spread's domains from every NodePool it knows: another test's "
+    "untainted pool in zone c (or d) would make c a domain under Honor too, and the Honor "
+    "pods would be held to two NodeClaims as the Ignore pods are")
+def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_factory,
+                                                                  inflate_factory, expect,
+                                                                  timings):
+    """Pools `honor` and `ignore` in zones a and b, and pool `tainted` in zone c alone, with a
+    NoSchedule taint no pod tolerates. On each of the first two, 3 pods one per node, spread
+    over zones (maxSkew 1, DoNotSchedule). Karpenter takes a spread's zones from every
+    NodePool, whatever the pod selects. With nodeTaintsPolicy Honor it leaves out c, whose
+    only pool's taint the pods do not tolerate: the domains are a and b, and the 3 pods get 3
+    NodeClaims, in a and b. With the policy unset (Ignore) c is a domain no pod can reach, at
+    0 pods, so a and b may hold one pod each: 2 NodeClaims, and the third pod refused as
+    violating the spread (kube-scheduler, counting only the nodes the pod selects, would
+    allow it a third node in a or b)."""
+    zones, tainted_zone = ("us-west-2a", "us-west-2b"), "us-west-2c"
+    pools, workloads = {}, {}
+    with allure.step(f"given pool tainted in {tainted_zone} ({UNTOLERATED['key']}:NoSchedule), "
+                     f"pools honor and ignore in {zones}, 3 pods on each spread over zones"):
+        # The tainted pool first: Karpenter leaves a pool out of a round until it is Ready
+        # and evaluated, and a round without it would have no zone c to count.
+        pools["tainted"] = nodepool_factory(
+            narrow(nodepool_factory.spec("default"), require(ZONE, "In", tainted_zone),
+                   replacing=(ZONE,)),
+            name="tainted", spec={"template": {"spec": {"taints": [UNTOLERATED]}}})
+        for name, policy in (("honor", "Honor"), ("ignore", None)):
+            # Limits raised: Karpenter counts an in-flight NodeClaim at its largest type
+            # against them, and the workshop's 10 CPUs would refuse the third pod first.
+            pools[name] = nodepool_factory(
+                narrow(nodepool_factory.spec("default"), require(ZONE, "In", *zones),
+                       replacing=(ZONE,)),
+                name=name, spec={"limits": {"cpu": "100"}})
+            spread = spread_over(ZONE, app=name)
+            if policy:
+                spread["topologySpreadConstraints"][0]["nodeTaintsPolicy"] = policy
+            workloads[name] = inflate_factory(name, replicas=0, node_selector=pools[name].own_nodes,
+                                              extra_pod_spec={**spread,
+                                                              "affinity": one_per_node(name)})
+        expect.eventually_nodepools_ready(*pools.values())
+
+    with allure.step("scale both to 3"):
+        for w in workloads.values():
+            w.scale(3)
+
+    with allure.step(f"expect Honor's plan: 3 NodeClaims, one pod each, in {zones} only"):
+        honor, pool = workloads["honor"], pools["honor"]
+        # Read once Karpenter is done: counting zone c too, it stops at 2 NodeClaims and
+        # the third pod waits, which must fail here, on the plan.
+        expect.eventually_settled(pool, honor)
+        claims = expect.nodeclaims(pool)
+        one_pod_per_claim(claims, 3, "pods spread with nodeTaintsPolicy Honor")
+        planned = {view.name(c): claim_requirement(c, ZONE).get("values") or [] for c in claims}
+        assert sorted({tuple(z) for z in planned.values()}) == [(z,) for z in zones], \
+            f"Honor's NodeClaims by zone requirement: {planned}, expected each in one of " \
+            f"{zones} and both used"
+        nodes = list(expect.pods_on(expect.eventually_pods_running(honor, 3)).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+
+    with allure.step(f"expect Ignore's plan: one NodeClaim in each of {zones}, none for the "
+                     f"third pod"):
+        ignore, pool = workloads["ignore"], pools["ignore"]
+        running = expect.eventually_pods_running(ignore, 2, pending=1)
+        nodes = list(expect.pods_on(running).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+        assert labels_of(nodes, ZONE) == list(zones), \
+            f"the running Ignore pods' zones: {labels_of(nodes, ZONE)}"
+        claims = {view.name(c) for c in expect.nodeclaims(pool)}
+        assert len(claims) == 2, \
+            f"NodeClaims for 3 pods capped at 2: {describe_claims(expect.nodeclaims(pool))}"
+        waiting = [p.metadata.name for p in ignore.pods() if not p.spec.node_name]
+        assert len(waiting) == 1, f"Ignore pods not bound: {waiting}"
+        # Zone c among the spread's counts, at 0: the domain that holds the third pod back.
+        said = expect.eventually_karpenter_says(
+            rf"unsatisfiable topology constraint for topology spread, key={ZONE} \(counts = "
+            rf"[^)]*{tainted_zone}: 0", namespace=ignore.namespace, about=waiting)
+        # Long past a batch window and the kube-scheduler's retries: no third NodeClaim.
+        expect.consistently_nodeclaims_untouched(pool, claims, 20)
+
+    with allure.step("expect no NodeClaim of the tainted pool"):
+        stray = expect.nodeclaims(pools["tainted"])
+        assert not stray, f"NodeClaims of the tainted pool: {describe_claims(stray)}"
     timings.notes["karpenter_said"] = said[:300]
 
 
@@ -678,6 +770,69 @@ def test_preference_policy_ignore_packs_pods_that_prefer_to_spread(nodepool_fact
         assert len(claims) < 4 and max(planned.values()) > 1, \
             f"Karpenter honoured the preference under Ignore: {len(claims)} NodeClaims for 4 " \
             f"pods, pods planned per NodeClaim {planned} ({describe_claims(claims)})"
+
+
+# Karpenter's SCHEDULER_CONFIG: one default constraint, a zone spread, as a cluster whose
+# kube-scheduler has it would give it (upstream forbids a labelSelector there: each pod's is
+# deduced from the Services and the ReplicaSet that select it).
+DEFAULT_ZONE_SPREAD = json.dumps({"podTopologySpread": {"defaultConstraints": [{
+    "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]}},
+    separators=(",", ":"))
+
+
+@pytest.mark.scenario("scheduler-config-default-spread")
+@pytest.mark.covers("options.SCHEDULER_CONFIG")
+@pytest.mark.karpenter_settings(SCHEDULER_CONFIG=DEFAULT_ZONE_SPREAD)
+@pytest.mark.karpenter_feature("scheduler-config")
+@pytest.mark.modes("local", reason="the harness sets Karpenter's settings in local mode")
+def test_scheduler_config_default_spread_is_given_to_pods_without_their_own(
+        nodepool_factory, inflate_factory, expect, timings):
+    """SCHEDULER_CONFIG with one default constraint, a zone spread (maxSkew 1, DoNotSchedule);
+    two pools of every zone, 3 one-CPU pods on each. `plain` declares no spread: Karpenter
+    gives its pods the default, the selector deduced from their ReplicaSet, and plans 3
+    NodeClaims in 3 zones, where it would pack them. `own` declares its own spread (over
+    hostnames, maxSkew 3), which replaces the default whole: one NodeClaim for its 3 pods.
+    The harness's kube-scheduler has no default constraints: the plan is Karpenter's alone."""
+    pools, workloads = {}, {}
+    with allure.step("given pools plain and own, 3 pods on each: plain without a spread, own "
+                     "spread over hostnames with maxSkew 3"):
+        for name in ("plain", "own"):
+            pools[name] = nodepool_factory("default", name=name, spec=ROOM_FOR_FOUR)
+            spread = {}
+            if name == "own":
+                spread = spread_over(HOSTNAME, app=name)
+                spread["topologySpreadConstraints"][0]["maxSkew"] = 3
+            workloads[name] = inflate_factory(name, replicas=0, node_selector=pools[name].own_nodes,
+                                              extra_pod_spec=spread)
+
+    with allure.step("scale both to 3"):
+        for w in workloads.values():
+            w.scale(3)
+
+    with allure.step("expect plain's plan: 3 NodeClaims, one pod each, in 3 zones"):
+        # Read once Karpenter is done: without the default the three pods share one
+        # NodeClaim, which must fail here, on the plan.
+        expect.eventually_settled(pools["plain"], workloads["plain"])
+        claims = expect.nodeclaims(pools["plain"])
+        one_pod_per_claim(claims, 3, "pods given the default zone spread")
+        zones = {view.name(c): claim_requirement(c, ZONE).get("values") or [] for c in claims}
+        assert len({z[0] for z in zones.values() if len(z) == 1}) == 3, \
+            f"plain's NodeClaims by zone requirement: {zones}, expected 3 zones, one each"
+
+    with allure.step("expect own's plan: its own spread, one NodeClaim for its 3 pods"):
+        expect.eventually_settled(pools["own"], workloads["own"])
+        claims = expect.nodeclaims(pools["own"])
+        planned = {view.name(c): c["spec"].get("resources", {}).get("requests", {}).get("pods")
+                   for c in claims}
+        assert list(planned.values()) == ["3"], \
+            f"own's NodeClaims (pods planned on each): {planned}, expected one for all 3: its " \
+            f"own spread, not the default, decides"
+
+    with allure.step("expect every pod Running on the nodes Karpenter launched for its pool"):
+        for name, w in workloads.items():
+            nodes = list(expect.pods_on(expect.eventually_pods_running(w, 3)).values())
+            expect.eventually_nodes_launched_by_karpenter(pools[name], nodes)
+            timings.notes[name] = ", ".join(labels_of(nodes, INSTANCE_TYPE))
 
 
 def followers_go_to_the_anchors_zone(nodepool_factory, inflate_factory, expect, cluster,

@@ -675,3 +675,76 @@ def test_init_container_requests_size_the_nodeclaim(nodepool_factory, inflate_fa
             f"{INIT_CPU + 0.1} adds it)"
 
     running_on_karpenters_node(expect, pool, inflate, timings)
+
+
+# Every type's ephemeral-storage is 20Gi (local mode's catalogue, as the AWS provider's default
+# 20Gi root volume gives): two pods of 8Gi fit a type, three do not, and 24Gi fits none.
+SCRATCH, OVERSIZED = "8Gi", "24Gi"
+
+
+@pytest.mark.scenario("ephemeral-storage")
+@pytest.mark.covers("pod.requests.ephemeral-storage")
+def test_ephemeral_storage_requests_decide_how_many_pods_share_a_nodeclaim(
+        nodepool_factory, inflate_factory, expect, timings):
+    """3 pods of 100m CPU asking 8Gi of ephemeral-storage each, on types of 20Gi: by CPU one
+    small node takes all three, by storage at most two. Karpenter plans 2 NodeClaims, none
+    planned for more storage than its type offers; a pod asking 24Gi, which no type has, gets
+    no NodeClaim, and Karpenter says no type has enough resources."""
+    with allure.step(f"given the default pool, scratch (3 pods, 100m, {SCRATCH} ephemeral-"
+                     f"storage) and oversized (1 pod, 100m, {OVERSIZED})"):
+        # Limits raised: Karpenter counts an in-flight NodeClaim at its largest type against
+        # them, and the workshop's 10 CPUs could refuse the second NodeClaim for that first.
+        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})
+        scratch = inflate_factory("scratch", replicas=0, node_selector=pool.template_labels,
+                                  cpu="100m", ephemeral_storage=SCRATCH)
+        oversized = inflate_factory("oversized", replicas=0, node_selector=pool.template_labels,
+                                    cpu="100m", ephemeral_storage=OVERSIZED)
+
+    with allure.step("scale scratch to 3 and oversized to 1"):
+        scratch.scale(3)
+        oversized.scale(1)
+
+    with allure.step("expect Karpenter's plan: 2 NodeClaims, each within its type's storage"):
+        # Read once Karpenter is done, before the pods run: a plan packing the three by CPU
+        # leaves one Pending (kube-scheduler counts the node's storage), and that must fail
+        # here, on the plan.
+        expect.eventually_settled(pool, scratch)
+        claims = expect.nodeclaims(pool)
+        assert len(claims) == 2, f"{len(claims)} NodeClaims for 3 pods of {SCRATCH} on types " \
+                                 f"of 20Gi (and none for a pod of {OVERSIZED}): " \
+                                 f"{describe_claims(claims)}"
+        per_pod = parse_quantity(SCRATCH)
+        planned = {view.name(c): storage_planned(c) for c in claims}
+        # Each pod Karpenter placed counted at its 8Gi, and no more than the type holds.
+        wrong = {name: p for name, p in planned.items()
+                 if not (p["pods"] > 0 and p["requests"] == p["pods"] * per_pod
+                         and p["requests"] <= p["allocatable"])}
+        assert not wrong, f"NodeClaims whose ephemeral-storage is not {SCRATCH} per pod within " \
+                          f"the launched type's allocatable: {wrong}"
+        timings.notes["pods_per_nodeclaim"] = ", ".join(
+            str(p["pods"]) for p in sorted(planned.values(), key=lambda p: p["pods"]))
+
+    with allure.step("expect the 3 pods Running on the nodes Karpenter launched for them"):
+        nodes = list(expect.pods_on(expect.eventually_pods_running(scratch, 3)).values())
+        expect.eventually_nodes_launched_by_karpenter(pool, nodes)
+
+    with allure.step(f"expect no NodeClaim for the pod of {OVERSIZED}, and Karpenter to say why"):
+        waiting = [p.metadata.name for p in oversized.pods()]
+        said = expect.eventually_karpenter_says(
+            rf"no instance type has enough resources.*ephemeral-storage\W+{OVERSIZED}",
+            namespace=oversized.namespace, about=waiting)
+        expect.consistently_nodeclaims_untouched(pool, {view.name(c) for c in claims}, 15)
+        expect.consistently_pods_pending(oversized, 1, duration=1)
+    timings.notes["karpenter_said"] = said[:300]
+    timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE]
+                                                       for n in nodes))
+
+
+def storage_planned(claim: dict) -> dict:
+    """A NodeClaim's ephemeral-storage as Karpenter planned it (its requests: the pods it
+    scheduled there), the pods it planned, and its launched type's allocatable storage."""
+    requests = claim["spec"].get("resources", {}).get("requests", {})
+    allocatable = view.status(claim).get("allocatable", {})
+    return {"requests": parse_quantity(requests.get("ephemeral-storage", "0")),
+            "pods": int(requests.get("pods", "0")),
+            "allocatable": parse_quantity(allocatable.get("ephemeral-storage", "0"))}

@@ -201,6 +201,9 @@ PROBES = {
         v1_nodepool(t), "spec", "template", "spec", "requirements")["items"]["properties"]
     ["operator"].get("enum", []),
     "min-values-policy": lambda t: "MIN_VALUES_POLICY" in text(t, features.OPTIONS),
+    "spread-node-taints-policy": lambda t: "NodeInclusionPolicyIgnore" in text(
+        t, "pkg/controllers/provisioning/scheduling/topologydomaingroup.go"),
+    "scheduler-config": lambda t: "SCHEDULER_CONFIG" in text(t, features.OPTIONS),
     "preference-policy": lambda t: "PREFERENCE_POLICY" in text(t, features.OPTIONS),
     "spread-match-label-keys": lambda t: "MatchLabelKeys" in text(
         t, "pkg/controllers/provisioning/scheduling/topology.go"),
