@@ -172,9 +172,8 @@ def test_zone_spread_pods_get_one_node_per_zone(nodepool_factory, inflate_factor
 @pytest.mark.covers("pod.topologySpread.minDomains")
 @pytest.mark.own_karpenter(
     "Karpenter takes a zone spread's domains from every NodePool it knows, whatever the pod "
-    "selects: beside other tests' pools in zones c and d there are 4 domains, minDomains 3 "
-    "no longer decides, and an in-flight NodeClaim not yet launched (no zone label) can be "
-    "counted in a foreign zone, freeing a third NodeClaim")
+    "selects: beside other tests' pools in zones c and d there are 4 domains, and minDomains "
+    "3 no longer decides what the scenario names")
 def test_min_domains_above_the_zones_a_pool_has_caps_the_spread(nodepool_factory, inflate_factory,
                                                                  expect, timings):
     """3 pods, one per node, spread over zones with maxSkew 1 and minDomains 3, in a pool of
