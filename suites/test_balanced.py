@@ -51,8 +51,10 @@ def test_balanced_replaces_a_node_whose_move_saves_more_than_it_disrupts(
     most of the pool's cost for all of its disruption, a score above 0.5: Karpenter says
     so (ConsolidationApproved, with the score) and replaces it."""
     with allure.step("given a Balanced pool and inflate at 10 on one node"):
-        pool = nodepool_factory(pool_spec("Balanced"), name="balanced")
+        pool = nodepool_factory(pool_spec("Balanced"), name="balanced", spec={"limits": {"cpu": "0"}})
         inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
+        expect.planned_together(inflate, 10, lambda: nodepool_factory.patch(
+            pool, {"spec": {"limits": {"cpu": "200"}}}))
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
         old_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
         assert len(old_claims) == 1, f"10 one-CPU pods on {len(old_claims)} NodeClaims, not one"

@@ -91,8 +91,10 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
                                                           expect, timings, timeline):
     """WhenEmptyOrUnderutilized; scale 10 -> 2: a cheaper replacement, pods keep running."""
     with allure.step("given the default pool (limit raised to 100 CPU) and inflate at 10"):
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})
+        pool = nodepool_factory("default", spec={"limits": {"cpu": "0"}})
         inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
+        expect.planned_together(inflate, 10, lambda: nodepool_factory.patch(
+            pool, {"spec": {"limits": {"cpu": "100"}}}))
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
         cost_before = sum(price(n) for n in before.values())
         old_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
@@ -141,8 +143,10 @@ def spot_node_left_underused(nodepool_factory, inflate_factory, expect):
     with allure.step("given the default pool on spot only (limit 100 CPU) and inflate at 10"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(CAPACITY_TYPE, "In", "spot"), replacing=(CAPACITY_TYPE,))
-        pool = nodepool_factory(spec, spec={"limits": {"cpu": "100"}})
+        pool = nodepool_factory(spec, spec={"limits": {"cpu": "0"}})
         inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
+        expect.planned_together(inflate, 10, lambda: nodepool_factory.patch(
+            pool, {"spec": {"limits": {"cpu": "100"}}}))
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
         old = {view.name(c) for c in expect.nodeclaims(pool)}
         assert len(old) == 1, f"10 one-CPU pods on {len(old)} NodeClaims, not one"

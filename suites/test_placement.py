@@ -591,6 +591,11 @@ def test_affinity_terms_are_tried_in_order_and_relaxed(nodepool_factory, inflate
 
 @pytest.mark.scenario("prefer-no-schedule")
 @pytest.mark.covers("pod.tolerations.PreferNoSchedule")
+@pytest.mark.own_karpenter(
+    "a NodePool with a PreferNoSchedule taint turns on Karpenter's PreferNoSchedule relaxation "
+    "for every pod in the cluster, and a relaxed pod's topology spread loses the round's "
+    "placements (a v1.15.0 finding, docs/troubleshooting.md): other tests' spreads would be "
+    "planned against it")
 def test_prefer_no_schedule_is_honoured_then_relaxed(nodepool_factory, inflate_factory, expect,
                                                      timings):
     """A weight-10 pool tainted dedicated=batch:PreferNoSchedule beside the default pool.
