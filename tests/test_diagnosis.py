@@ -97,6 +97,20 @@ def test_cloud_faults_in_karpenters_log_are_named(log, expected):
     assert verdict(Evidence(log_excerpt=f"{NO_ALIAS}\n{log}\n")).startswith(expected)
 
 
+UNCONSOLIDATABLE = ('spot-training-26d690-drmvh Unconsolidatable (karpenter): NodePool '
+                    '"spot-training-26d690" has consolidation policy WhenEmpty, but node is not empty')
+
+
+def test_a_missing_queue_comes_before_the_events_that_follow_from_it():
+    """With the queue gone no interruption comes, and Karpenter goes on saying why it keeps
+    the waiting node: the queue is the verdict, in this test's log or from before it."""
+    now = verdict(Evidence(messages=[UNCONSOLIDATABLE], log_excerpt=f"{NO_QUEUE}\n"))
+    assert now.startswith("interruption queue missing (Karpenter log)"), now
+    earlier = verdict(Evidence(messages=[UNCONSOLIDATABLE], log_tail=f"{NO_QUEUE}\n"))
+    assert earlier.startswith("interruption queue missing (Karpenter log)"), earlier
+    assert earlier.endswith("[logged before this test began]"), earlier
+
+
 class NodeClasses:
     def __init__(self, *items):
         self.items = list(items)
