@@ -78,6 +78,12 @@ def parser() -> argparse.ArgumentParser:
                    help="one of Karpenter's own settings (MIN_VALUES_POLICY=BestEffort, "
                         "CapacityBuffer=true; repeatable), over expect.yaml's karpenter: block; "
                         "a key the release does not read is refused, naming those it does")
+    p.add_argument("--catalogue", default=None, metavar="SELECTION",
+                   help="local mode's instance types, over expect.yaml's catalogue: curated "
+                        "(default: the ~84 types the suites name), full (every EC2 type moto "
+                        "knows that the pinned AWS provider's price table prices) or "
+                        "families=c6gd,m5 (the full catalogue's types of those families); any "
+                        "may end in :max-vcpu=N. Spot prices are modelled in every selection")
     p.add_argument("--keep-cluster", action="store_true",
                    help="reuse a running cluster of that name and leave it up (emptied of the "
                         "check's objects) at the end")
@@ -143,7 +149,9 @@ def _main(args, base: Base | None) -> int:
         settings = [f"{k}={v}" for k, v in the_plan.expect.karpenter.items()]
         opts = argparse.Namespace(**{**vars(args), "karpenter_version": args.karpenter_version
                                      or _default_version(args.cluster),
-                                     "karpenter_setting": settings + args.karpenter_setting})
+                                     "karpenter_setting": settings + args.karpenter_setting,
+                                     "catalogue": args.catalogue or the_plan.expect.catalogue
+                                     or "curated"})
         backend = backends.create(backends.ClusterOptions.of(opts))
         backend.check_options()  # a setting the release does not read is bad input
     except ClusterError as exc:

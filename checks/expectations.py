@@ -30,6 +30,9 @@ after_scale_in:                 # judged once consolidation has settled after sc
                                                  # pool) during the phase
 steps: [...]                    # then apply, settle, scale, patch, wait, expect in order
                                 # (checks.steps; not beside scale_in, its shorthand)
+karpenter: {MIN_VALUES_POLICY: BestEffort}   # Karpenter's own settings (as --karpenter-setting)
+catalogue: full                 # local mode's instance types (as --catalogue, which wins):
+                                # curated (default), full, families=c6gd,m5 [:max-vcpu=N]
 ```
 
 Each expectation passes or fails with what was seen. An expectation that finds nothing to
@@ -92,6 +95,8 @@ class ExpectFile:
     default: bool = False  # the default expectation stands in for missing `expect:` items
     # `karpenter:` Karpenter's own settings for the check (KEY: VALUE; see karpenter_settings)
     karpenter: dict[str, str] = field(default_factory=dict)
+    # `catalogue:` local mode's catalogue selection (catalogue_full's syntax); None: the default
+    catalogue: str | None = None
     # `steps:` as written, each with its line; checks.steps parses and resolves them
     steps: list[RawStep] = field(default_factory=list)
 
@@ -126,8 +131,10 @@ def load(path: Path | None) -> ExpectFile:
         raise ExpectError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ExpectError(f"{path}: expected a mapping with 'expect:' (and optionally 'scale:', "
-                          "'scale_in:', 'after_scale_in:', 'steps:', 'karpenter:')")
-    unknown = set(data) - {"scale", "scale_in", "expect", "after_scale_in", "steps", "karpenter"}
+                          "'scale_in:', 'after_scale_in:', 'steps:', 'karpenter:', "
+                          "'catalogue:')")
+    unknown = set(data) - {"scale", "scale_in", "expect", "after_scale_in", "steps", "karpenter",
+                           "catalogue"}
     if unknown:
         raise ExpectError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}")
     out = ExpectFile(path, _replicas(path, "scale", data.get("scale")),
@@ -139,6 +146,7 @@ def load(path: Path | None) -> ExpectFile:
     if out.after_scale_in and not out.scale_in:
         raise ExpectError(f"{path}: after_scale_in needs scale_in (what to scale in)")
     out.karpenter = _settings(path, data.get("karpenter"))
+    out.catalogue = _catalogue(path, data.get("catalogue"))
     out.steps = _raw_steps(path, text, data.get("steps"))
     if out.steps and out.scale_in:
         raise ExpectError(f"{path}: steps and scale_in both given: write the scale-in as steps "
@@ -157,6 +165,17 @@ def _settings(path: Path, value) -> dict[str, str]:
         raise ExpectError(f"{path}: karpenter: expected KEY: VALUE settings, e.g. "
                           "{MIN_VALUES_POLICY: BestEffort, CapacityBuffer: true}")
     return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+
+
+def _catalogue(path: Path, value) -> str | None:
+    """`catalogue:`: a catalogue selection (curated, full, families=F,... [:max-vcpu=N])."""
+    if value is None:
+        return None
+    from karpenter_e2e.clusters.local.catalogue_full import parse_selection
+    try:
+        return str(parse_selection(str(value)))
+    except ValueError as exc:
+        raise ExpectError(f"{path}: catalogue: {exc}") from None
 
 
 def _raw_steps(path: Path, text: str, value) -> list[RawStep]:

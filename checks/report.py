@@ -34,12 +34,14 @@ def _money(v) -> str:
     return "n/a" if v is None else f"${v:.4f}"
 
 
-def price_sources(mode: str) -> dict[str, list[str]]:
+def price_sources(mode: str, catalogue: str | None = None) -> dict[str, list[str]]:
     """Where a node's price label comes from in each mode, per capacity type: [a word or two
-    for a node's label in a picture, the sentence]. Spot prices are modelled in both modes."""
+    for a node's label in a picture, the sentence]. Spot prices are modelled in both modes
+    (and in every local catalogue selection, ``catalogue``)."""
     if mode == "local":
         from karpenter_e2e.clusters.local.catalogue import SPOT_DISCOUNT as RANGE
-        return {"on-demand": ["list price", "the local catalogue's us-west-2 list prices"],
+        from karpenter_e2e.clusters.local.catalogue_full import on_demand_source
+        return {"on-demand": ["list price", on_demand_source(catalogue)],
                 "spot": ["modelled", f"modelled, {RANGE[0]:.0%}-{RANGE[1]:.0%} of on-demand per "
                                      "type and zone (not EC2's spot prices)"]}
     if mode == "aws-sim":

@@ -313,7 +313,7 @@ class Check:
                     "kubernetes": info.versions.get("kubernetes", "unknown"),
                     "feature_gates": list(info.feature_gates),
                     "settings": dict(info.karpenter_settings),
-                    "catalogue": _catalogue_summary(info.catalogue)},
+                    "catalogue": _catalogue_summary(info.catalogue, info.catalogue_selection)},
             "started": self.started, "finished": time.time(),
             "scale": self.plan.scale, "scale_in": self.plan.scale_in,
             "settled": settled, "settle_error": settle_error,
@@ -324,7 +324,7 @@ class Check:
             "default_expectations": self.plan.expect.default,
             "timings": self.timings,
             # where the nodes' price labels come from (the packing picture says it per node)
-            "price_sources": report.price_sources(info.mode),
+            "price_sources": report.price_sources(info.mode, info.catalogue_selection),
         }
         result["passed"] = settled and all(r["ok"] for r in results) and (ran is None or ran.ok)
         if ran is not None and ran.rejected:  # bad input, found only when the step ran
@@ -483,14 +483,23 @@ def _warm_imports() -> None:
     importlib.import_module("karpenter_e2e.reports.packing_chart")  # and timeline_chart
 
 
-def _catalogue_summary(path: Path | None) -> str:
-    """'84 instance types (<path>)', or where the instance types come from instead."""
+def _catalogue_summary(path: Path | None, selection: str | None = None) -> str:
+    """'selection curated, 84 instance types (<path>)', or where the instance types come
+    from instead."""
     if path is None:
         return "the cloud's own instance types (EC2's, as the mode's AWS serves them)"
     try:
-        return f"{len(json.loads(Path(path).read_text()))} instance types ({path})"
+        count = len(json.loads(Path(path).read_text()))
+        text = f"selection {selection or 'curated'}, {count} instance types ({path})"
     except (OSError, ValueError) as exc:
         return f"{path}: unreadable ({type(exc).__name__})"
+    from karpenter_e2e.clusters.local import catalogue_full
+    if selection and catalogue_full.parse_selection(selection).needs_full:
+        try:  # parsed when the cluster wrote the file: read from the cache
+            text += f"; {catalogue_full.load_full().source()}"
+        except (ClusterError, OSError, ValueError):
+            pass
+    return text
 
 
 def _phase_history(snap: observe.Snapshot, timeline: Timeline, since: float) -> None:

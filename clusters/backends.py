@@ -35,6 +35,11 @@ def add_options(add: Callable[..., Any], flag: Callable[[str], str] = cli_flag) 
              "supported range (default: the newest served minor inside it; docs/versions.md)")
     add("apiserver-port", type=int, default=None,
         help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
+    add("catalogue", default="curated", metavar="SELECTION",
+        help="local/kind: the fake catalogue: curated (default, ~84 types the suites name), "
+             "full (every EC2 type moto knows that the pinned AWS provider's price table "
+             "prices) or families=c6g,m5d (the full catalogue's types of those families); "
+             "any may end in :max-vcpu=N")
     add("catalogue-without", default=None,
         help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64")
     add("karpenter-setting", action="append", default=[], metavar="KEY=VALUE",
@@ -80,6 +85,7 @@ class ClusterOptions:
     karpenter_version: str = versions.KARPENTER
     kubernetes_version: str | None = None
     apiserver_port: int | None = None
+    catalogue: str = "curated"
     catalogue_without: str | None = None
     karpenter_patch: str | None = None
     karpenter_setting: tuple[str, ...] = ()
@@ -122,6 +128,16 @@ def _catalogue_exclude(opts: ClusterOptions):
         raise ClusterError(str(exc)) from None
 
 
+def _catalogue_selection(opts: ClusterOptions, flag: Callable[[str], str]) -> str:
+    """The catalogue selection, checked for syntax (its types are read when the cluster
+    prepares its catalogue: the full one may need the provider module downloaded)."""
+    from karpenter_e2e.clusters.local import catalogue_full
+    try:
+        return str(catalogue_full.parse_selection(opts.catalogue))
+    except ValueError as exc:
+        raise ClusterError(f"{flag('catalogue')}: {exc}") from None
+
+
 def _mutant(opts: ClusterOptions, flag: Callable[[str], str]):
     path = opts.karpenter_patch
     if not path:
@@ -159,7 +175,8 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
         return LocalCluster(opts.cluster_name, opts.karpenter_version,
                             apiserver_port=opts.apiserver_port,
                             catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag),
-                            kubernetes_version=opts.kubernetes_version, settings=settings)
+                            kubernetes_version=opts.kubernetes_version, settings=settings,
+                            catalogue_selection=_catalogue_selection(opts, flag))
     if settings and mode in ("kind", "eks"):
         raise ClusterError(f"{flag('karpenter-setting')} is for local and aws-sim mode ({mode}: "
                            + ("Helm's values set Karpenter's options" if mode == "eks" else
@@ -170,6 +187,9 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
     if mode == "aws-sim":
         if opts.catalogue_without:
             raise ClusterError(f"{flag('catalogue-without')} is for local and kind mode (aws-sim's "
+                               "instance types are EC2's, as the fake AWS serves them)")
+        if _catalogue_selection(opts, flag) != "curated":
+            raise ClusterError(f"{flag('catalogue')} is for local and kind mode (aws-sim's "
                                "instance types are EC2's, as the fake AWS serves them)")
         from karpenter_e2e.clusters.awssim.cluster import AwsSimCluster
         name = opts.cluster_name
@@ -185,7 +205,8 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
         from karpenter_e2e.clusters.kind.cluster import KindCluster
         return KindCluster(opts.cluster_name, opts.karpenter_version,
                            node_image=opts.kind_image,
-                           catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag))
+                           catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag),
+                           catalogue_selection=_catalogue_selection(opts, flag))
     if mode == "eks":
         if not opts.kubeconfig:
             raise ClusterError(f"{flag('cluster')}=eks needs {flag('kubeconfig')} (e.g. from aws eks "

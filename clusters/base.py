@@ -22,6 +22,7 @@ class ClusterInfo:
     zones: tuple[str, ...] = ()  # zones Karpenter can launch into
     karpenter_log: Path | None = None  # where Karpenter's log can be read, when it is a file
     catalogue: Path | None = None  # the instance-types file Karpenter reads (local, kind)
+    catalogue_selection: str | None = None  # which catalogue it holds (curated, full, ...)
     # Seconds from a NodeClaim's creation to its node Ready, at most, in this mode: pacing for
     # scenarios whose timers must outlast a launch (expiration). KWOK nodes are Ready in 1-2 s.
     node_launch_s: float = 15

@@ -88,11 +88,12 @@ class KindCluster:
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  node_image: str | None = None,
                  catalogue_exclude: Callable[[EC2Type], bool] | None = None,
-                 mutant=None):
+                 mutant=None, catalogue_selection: str = "curated"):
         self.name = name
         self.node_image = node_image  # e.g. kindest/node:v1.35.x; kind's default otherwise
         self.local = LocalCluster(f"kind-{name}", karpenter_version,
-                                  catalogue_exclude=catalogue_exclude, mutant=mutant)
+                                  catalogue_exclude=catalogue_exclude, mutant=mutant,
+                                  catalogue_selection=catalogue_selection)
         self.kubeconfig = self.local.kubeconfig
 
     # ---- delegated to local mode ---------------------------------------------------------
@@ -228,7 +229,8 @@ class KindCluster:
                       "karpenter": state.get("karpenter_version", self.local.karpenter_version),
                       "kwok": versions.KWOK, "kind": state.get("kind", "unknown")},
             zones=ZONES, karpenter_log=self.local.logs_dir / "karpenter.log",
-            catalogue=self.local.catalogue_file)
+            catalogue=self.local.catalogue_file,
+            catalogue_selection=self.local.catalogue_selection)
 
     def status(self) -> Status:
         state = self.local._state()
@@ -278,7 +280,7 @@ class KindCluster:
         local._save_state(name=self.name, kind=kind_version, kubernetes=server,
                           started=time.time())
         self.let_local_path_tolerate_the_taint()
-        catalogue.write(local.catalogue_file, catalogue.select(local.catalogue_exclude))
+        catalogue.write(local.catalogue_file, local.catalogue_types())
         self.start_kwok()
         local.start_karpenter()  # installs the CRDs and default NodeClass first
 

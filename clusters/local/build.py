@@ -458,14 +458,15 @@ def embedded_path(target: Target, catalogue_json: str, mutant=None) -> Path:
     return base.with_name(f"{base.name}-embedded-catalogue-{digest}")
 
 
-def karpenter_binary(version: str, catalogue_exclude=None, mutant=None) -> Path:
+def karpenter_binary(version: str, catalogue_exclude=None, mutant=None,
+                     catalogue_selection: str | None = None) -> Path:
     """The karpenter-kwok local mode runs for ``version`` (``mutant``'s build of it, if
     given), built on first use. A release without --instance-types-file-path gets the
-    catalogue (less ``catalogue_exclude``) built in."""
+    catalogue (``catalogue_selection``'s, less ``catalogue_exclude``) built in."""
     target = find("karpenter-kwok", version)
     if not reads_catalogue_file(download_karpenter(version)):
         from karpenter_e2e.clusters.local import catalogue
-        text = catalogue.render_text(catalogue.select(catalogue_exclude))
+        text = catalogue.render_text(catalogue.select(catalogue_exclude, catalogue_selection))
         return build_embedded(target, text, mutant)
     if mutant:
         return build_mutant(mutant)

@@ -27,6 +27,7 @@ from karpenter_e2e.clusters.labels import (
     INSTANCE_TYPE,
     ZONE,
 )
+from karpenter_e2e.clusters.local import catalogue_full
 from karpenter_e2e.clusters.local.catalogue_table import TYPES, ZONES, EC2Type
 
 SPOT_DISCOUNT = (0.30, 0.45)  # spot/on-demand ratio range, as commonly seen on EC2
@@ -53,9 +54,16 @@ def aws_labels(t: EC2Type) -> dict[str, str]:
         f"{AWS}/instance-memory": str(int(t.memory_gib * 1024)),
         f"{AWS}/instance-hypervisor": t.hypervisor,
     }
+    if not t.hypervisor:  # bare metal in the full catalogue: the provider's label is empty
+        del labels[f"{AWS}/instance-hypervisor"]
     if t.gpus:
-        labels |= {GPU_COUNT: str(t.gpus), GPU_NAME: t.gpu_name, GPU_MANUFACTURER: "nvidia"}
+        labels |= {GPU_COUNT: str(t.gpus), GPU_NAME: t.gpu_name,
+                   GPU_MANUFACTURER: t.gpu_manufacturer}
     return labels
+
+
+# The extended resource the AWS provider gives a GPU type, by GPU manufacturer.
+GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu", "habana": "habana.ai/gaudi"}
 
 
 # The AWS provider gives a type without GPUs a DoesNotExist requirement on each GPU key
@@ -87,8 +95,8 @@ def _offering(t: EC2Type, zone: str, capacity_type: str) -> dict:
 def instance_type(t: EC2Type) -> dict:
     resources = {"cpu": str(t.vcpu), "memory": f"{int(t.memory_gib * 1024)}Mi",
                  "ephemeral-storage": "20Gi", "pods": "110"}
-    if t.gpus:
-        resources["nvidia.com/gpu"] = str(t.gpus)
+    if t.gpus and t.gpu_manufacturer in GPU_RESOURCES:
+        resources[GPU_RESOURCES[t.gpu_manufacturer]] = str(t.gpus)
     return {
         "name": t.name,
         "offerings": [_offering(t, z, ct)
@@ -103,14 +111,21 @@ def render(types: Iterable[EC2Type] = TYPES) -> list[dict]:
     return [instance_type(t) for t in types]
 
 
-def select(exclude: Callable[[EC2Type], bool] | None = None) -> list[EC2Type]:
-    """The table, less the types a negative check wants missing (e.g. every arm64 type)."""
-    return [t for t in TYPES if not (exclude and exclude(t))]
+def select(exclude: Callable[[EC2Type], bool] | None = None,
+           selection: str | None = None) -> list[EC2Type]:
+    """The ``selection``'s types (catalogue_full: curated, the default, or full or
+    families=...), less the types a negative check wants missing (e.g. every arm64 type)."""
+    types = TYPES
+    if selection and selection != catalogue_full.DEFAULT:
+        types, _ = catalogue_full.resolve(catalogue_full.parse_selection(selection))
+    return [t for t in types if not (exclude and exclude(t))]
 
 
 def render_text(types: Iterable[EC2Type] = TYPES) -> str:
-    """The catalogue file's text (also what is built into releases without a catalogue flag)."""
-    return json.dumps(render(types), indent=1)
+    """The catalogue file's text (also what is built into releases without a catalogue flag).
+    A catalogue larger than the curated table (the full one: 18 MB indented) is compact."""
+    rendered = render(types)
+    return json.dumps(rendered, indent=1 if len(rendered) <= len(TYPES) else None)
 
 
 def write(path: Path, types: Iterable[EC2Type] = TYPES) -> Path:

@@ -20,6 +20,7 @@ class EC2Type(NamedTuple):
     gpu_name: str = ""
     cpu_manufacturer: str = "intel"
     hypervisor: str = "nitro"
+    gpu_manufacturer: str = "nvidia"
 
 
 def _family(name, arch, sizes, cpu_manufacturer="intel", hypervisor="nitro"):

@@ -92,7 +92,8 @@ class LocalCluster:
                  apiserver_port: int | None = None,
                  catalogue_exclude: Callable[[EC2Type], bool] | None = None,
                  mutant: Mutant | None = None, kubernetes_version: str | None = None,
-                 settings: Mapping[str, str] | None = None):
+                 settings: Mapping[str, str] | None = None,
+                 catalogue_selection: str = "curated"):
         # Any release the Go module proxy serves from v1.0 on; refused here, in seconds,
         # before anything starts (releases.check says why and names the nearest served ones).
         self.check_version(karpenter_version)
@@ -103,6 +104,8 @@ class LocalCluster:
         self.kubernetes_version = kube_releases.resolve(kubernetes_version, karpenter_version)
         self.apiserver_port = apiserver_port
         self.catalogue_exclude = catalogue_exclude
+        # Which catalogue (catalogue_full: curated, full, families=...), before the exclusion.
+        self.catalogue_selection = catalogue_selection
         # A patched Karpenter (the mutant matrix): it runs whenever Karpenter runs at the
         # version it patches (at start, or once upgraded to it); None for the release.
         self.mutant = mutant
@@ -149,7 +152,11 @@ class LocalCluster:
 
     def cheapest_family(self, requirements: list[dict]) -> list[str]:
         """Types of the cheapest family fitting ``requirements`` in this cluster's catalogue."""
-        return catalogue.cheapest_family(catalogue.select(self.catalogue_exclude), requirements)
+        return catalogue.cheapest_family(self.catalogue_types(), requirements)
+
+    def catalogue_types(self) -> list[EC2Type]:
+        """The types this cluster's Karpenter is offered: the selection, less the exclusion."""
+        return catalogue.select(self.catalogue_exclude, self.catalogue_selection)
 
     def reap_orphan_nodes(self, selector: str) -> list[str]:
         """Delete nodes matching ``selector`` that no NodeClaim owns. Locally a node *is*
@@ -235,6 +242,7 @@ class LocalCluster:
             zones=ZONES,
             karpenter_log=self.logs_dir / "karpenter.log",
             catalogue=self.catalogue_file,
+            catalogue_selection=self.catalogue_selection,
             feature_gates=self.gates_on(state.get("karpenter_version", self.karpenter_version)),
             karpenter_settings=dict(state.get("karpenter_settings", self.settings)),
         )
@@ -255,13 +263,15 @@ class LocalCluster:
             running = (self._state().get("karpenter_version"),
                        self._state().get("karpenter_build", "release"),
                        self._state().get("kubernetes_version"),
-                       ksettings.render(self._state().get("karpenter_settings", {})))
+                       ksettings.render(self._state().get("karpenter_settings", {})),
+                       self._state().get("catalogue_selection", "curated"))
             wanted = (self.karpenter_version, self._build_name(), self.kubernetes_version,
-                      ksettings.render(self.settings))
+                      ksettings.render(self.settings), self.catalogue_selection)
             if running != wanted:
                 reuse = False  # never hand a test a Karpenter other than the one it asked for
-                log.warning("local cluster %r runs Karpenter %s (%s) on Kubernetes %s with %s, "
-                            "not %s (%s) on %s with %s", self.name, *running, *wanted)
+                log.warning("local cluster %r runs Karpenter %s (%s) on Kubernetes %s with %s "
+                            "(catalogue %s), not %s (%s) on %s with %s (catalogue %s)",
+                            self.name, *running, *wanted)
             if st.running and reuse and self._healthy():
                 log.warning("reusing local cluster %r (%s)", self.name, self.run_dir)
                 return self.info()
@@ -394,7 +404,7 @@ class LocalCluster:
 
     def _prepare_catalogue(self, version: str) -> None:
         """The catalogue file Karpenter reads (releases up to v1.1.5 have it built in)."""
-        text = catalogue.render_text(catalogue.select(self.catalogue_exclude))
+        text = catalogue.render_text(self.catalogue_types())
         if not self.catalogue_file.exists() or self.catalogue_file.read_text() != text:
             self.catalogue_file.parent.mkdir(parents=True, exist_ok=True)
             self.catalogue_file.write_text(text)
@@ -525,6 +535,7 @@ class LocalCluster:
                                         start_new_session=True)  # Ctrl-C goes to us; down() stops it
         self._save_state(karpenter_pid=proc.pid, karpenter_version=version,
                          karpenter_settings=self.settings,
+                         catalogue_selection=self.catalogue_selection,
                          karpenter_build=self._build_name(version),
                          karpenter_sha256=_sha256(binary)[:16],
                          karpenter_metrics_port=metrics, karpenter_health_port=health)
@@ -578,7 +589,8 @@ class LocalCluster:
 
     def _karpenter_binary(self, version: str) -> Path:
         return build.karpenter_binary(version, self.catalogue_exclude,
-                                      self.mutant if self._runs_mutant(version) else None)
+                                      self.mutant if self._runs_mutant(version) else None,
+                                      self.catalogue_selection)
 
     @staticmethod
     def check_version(version: str) -> None:
