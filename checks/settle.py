@@ -160,9 +160,8 @@ class Settler:
         (Nominated) while they wait on something else, e.g. a volume nothing provisions (no
         NodeClaim launching is the other half, checked beside this). One list of Karpenter's
         events per namespace, not one per pod."""
-        return {(ns, e.involved_object.name or "") for ns in sorted(namespaces)
-                for e in self.kube.karpenter_events(ns)
-                if e.involved_object.kind == "Pod" and e.reason in ("FailedScheduling", "Nominated")}
+        return {(ns, name) for ns in sorted(namespaces)
+                for name in self.kube.pods_karpenter_decided(ns)}
 
 
 def job_finished(kube: Kube, namespace: str, name: str, outcome: str = "complete",
