@@ -20,8 +20,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         if args.command == "build":
-            from karpenter_e2e.clusters.local import build
+            from karpenter_e2e.clusters.local import build, kube_releases
             paths = build.build_all()
+            # Also the release and Kubernetes asked for, so a machine can be readied for them.
+            kube = kube_releases.resolve(args.kubernetes_version, args.karpenter_version)
+            paths += build.build_all(build.kube_targets(kube))
+            paths.append(build.karpenter_binary(args.karpenter_version))
+            paths = sorted(set(paths))
             if args.cluster == "aws-sim":  # plus Karpenter's AWS provider
                 from karpenter_e2e.clusters.awssim import build as awsbuild
                 paths.append(awsbuild.binary(args.karpenter_version))

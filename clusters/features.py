@@ -102,6 +102,14 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
             f"{NODEPOOL_CRD}: spec.template.spec.terminationGracePeriod"),
     Feature("template-expire-after", "expireAfter on the NodePool template", OLDEST,
             f"{NODEPOOL_CRD}: spec.template.spec.expireAfter"),
+    Feature("terminate-first-drift", "TerminateFirstDrift: a static pool at its node limit "
+            "deletes a drifted node before replacing it", "v1.15.0",
+            "pkg/controllers/disruption/staticdrift.go: unreplaceableCommands (delete-only "
+            "commands under the TerminateFirstDrift gate)", gate="TerminateFirstDrift"),
+    Feature("pod-deletion-cost", "PodDeletionCostManagement: pod-deletion-cost by Karpenter's "
+            "disruption order", "v1.15.0",
+            "pkg/controllers/pod/deletioncost/controller.go: the pod.deletioncost controller "
+            "(under the PodDeletionCostManagement gate)", gate="PodDeletionCostManagement"),
     Feature("spot-to-spot-consolidation", "spot-to-spot consolidation", OLDEST,
             f"{OPTIONS}: the SpotToSpotConsolidation gate (default off)",
             gate="SpotToSpotConsolidation"),

@@ -392,7 +392,7 @@ INPUTS: tuple[Input, ...] = (
        "repair and drift replacements",
        "pkg/controllers/static/provisioning/controller.go:Controller.Reconcile",
        f"{DISRUPTION}/staticdrift.go:StaticDrift.ComputeCommands",
-       proved_by=("static-node-limit-ignored",)),
+       proved_by=("static-node-limit-ignored", "static-drift-limit-ignored")),
     _i("nodepool.replicas", "nodepool",
        "spec.replicas: a static pool's node count, with no pod asking",
        "pkg/controllers/static/provisioning/controller.go:Controller.Reconcile",
@@ -593,7 +593,8 @@ INPUTS: tuple[Input, ...] = (
        "feature gate TerminateFirstDrift: a drifted node may be terminated before its "
        "replacement is ready",
        f"{DISRUPTION}/drift.go:Drift.ComputeCommands",
-       f"{DISRUPTION}/staticdrift.go:StaticDrift.ComputeCommands"),
+       f"{DISRUPTION}/staticdrift.go:StaticDrift.ComputeCommands",
+       proved_by=("terminate-first-gate-ignored",)),
     _i("gates.TerminateFirstRepair", "options",
        "feature gate TerminateFirstRepair: an unhealthy node may be terminated before its "
        "replacement is ready",
@@ -602,7 +603,9 @@ INPUTS: tuple[Input, ...] = (
        "feature gate PodDeletionCostManagement: Karpenter ranks pods' deletion cost by the "
        "node it would disrupt first",
        "pkg/controllers/controllers.go:NewControllers",
-       "pkg/utils/disruption/disruption.go:EvictionCost"),
+       "pkg/controllers/pod/deletioncost/ranking.go:RankNodes",
+       "pkg/utils/disruption/disruption.go:EvictionCost",
+       proved_by=("deletion-cost-reversed",)),
     # --- the AWS provider ----------------------------------------------------------------
     _i("provider.ec2nodeclass.amiSelectorTerms", "provider",
        "an EC2NodeClass's amiSelectorTerms: the AMI launched; one that cannot be resolved "

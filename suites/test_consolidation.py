@@ -8,9 +8,11 @@ import pytest
 from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import (
     DISRUPTION_TOLERANCE_S as TOLERANCE,
+    NOMINATION_WINDOW_S,
     POD_EVENT_DEDUPE_S as DEDUPE,
 )
-from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE
+from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL
+from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import describe_claims, price
 from karpenter_e2e.fixtures.nodepools import narrow, require
 from karpenter_e2e.fixtures.timings import timestamp
@@ -200,3 +202,70 @@ def test_without_spot_to_spot_an_underused_spot_node_stays(nodepool_factory, inf
             r"SpotToSpotConsolidation is disabled", about=names,
             timeout=CONSOLIDATE_AFTER + 60)
         expect.consistently_nodeclaims_untouched(pool, old, 20)
+
+
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+# pkg/controllers/pod/deletioncost/controller.go: the ranking runs once a minute, and only when
+# the cluster's consolidation state changed since its last run.
+DELETION_COST_INTERVAL_S = 60
+
+
+@pytest.mark.scenario("pod-deletion-cost")
+@pytest.mark.covers("gates.PodDeletionCostManagement")
+@pytest.mark.karpenter_settings(PodDeletionCostManagement="true")
+@pytest.mark.karpenter_feature("pod-deletion-cost")
+@pytest.mark.modes("local", reason="the harness sets Karpenter's feature gates in local mode")
+def test_pods_on_the_node_karpenter_would_disrupt_first_get_the_lowest_deletion_cost(
+        nodepool_factory, inflate_factory, expect, timeline, timings):
+    """PodDeletionCostManagement on; a 3-CPU ReplicaSet pod on one pool's node and a 1-CPU one
+    on another's, both pools' budgets 0, then 100%: with 0 no pod gets a deletion cost; then
+    the pod on the dearer node gets -2 and the other -1 (Karpenter's consolidation order:
+    savings ratio, price over reschedule cost), so a scale-in removes the pod whose node
+    Karpenter would free first."""
+    with allure.step("given two pools with a disruption budget of 0, a 3-CPU pod on one and a "
+                     "1-CPU pod on the other"):
+        closed = {"spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}
+        pools = {size: nodepool_factory("default", name=f"cost-{size}", **closed)
+                 for size in ("big", "small")}
+        # One pool per pod, so each pod's node is Karpenter's pick for it alone, never the
+        # kube-scheduler's choice between two new nodes.
+        work = {size: inflate_factory(size, replicas=1, cpu=cpu,
+                                      node_selector={NODEPOOL: pools[size].name})
+                for size, cpu in (("big", "3"), ("small", "1"))}
+        pods = {size: expect.eventually_pods_running(w, 1)[0] for size, w in work.items()}
+        node = {size: n for size in pods for n in expect.pods_on([pods[size]]).values()}
+        assert price(node["big"]) > price(node["small"]), \
+            f"the big pod's node costs ${price(node['big'])}/h, the small one's " \
+            f"${price(node['small'])}/h: the order this scenario asserts needs them apart"
+
+    def costs() -> dict[str, str | None]:
+        return {size: (p.metadata.annotations or {}).get(DELETION_COST)
+                for size, w in work.items() for p in expect.live_pods(w)}
+
+    def none_annotated() -> Observation:
+        now = costs()
+        return Observation(not any(now.values()), f"deletion costs {now}")
+
+    with allure.step("expect no deletion cost while the budgets allow no disruption, until "
+                     "Karpenter's nominations have run out"):
+        # A nominated node ranks as "cleanup only", like one the budget leaves out, and a
+        # nomination running out is no state change; so the budgets change once the window
+        # from the last binding has passed (as balanced-approves does).
+        bound = max(c.last_transition_time.timestamp() for p in pods.values()
+                    for c in p.status.conditions if c.type == "PodScheduled")
+        expect.consistently(none_annotated, "no pod to carry a deletion cost under budget 0",
+                            max(bound + NOMINATION_WINDOW_S + 2 - time.time(), 1))
+
+    with allure.step("open both budgets to 100%: expect -2 on the dearer node's pod, -1 on "
+                     "the other"):
+        for pool in pools.values():
+            nodepool_factory.patch(pool, {"spec": {"disruption": {"budgets": [
+                {"nodes": "100%"}]}}})
+        changed = time.time()
+        timeline.band(changed, changed + DELETION_COST_INTERVAL_S + 30,
+                      f"ranked within {DELETION_COST_INTERVAL_S}s + 30s")
+        want = {"big": "-2", "small": "-1"}
+        expect.eventually(lambda: Observation(costs() == want, f"deletion costs {costs()}"),
+                          f"Karpenter's pod deletion costs {want} (its consolidation order)",
+                          DELETION_COST_INTERVAL_S + 30)
+    timings.record(budget_to_ranked_s=round(time.time() - changed, 1))

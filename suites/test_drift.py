@@ -6,8 +6,11 @@ import allure
 import pytest
 
 from karpenter_e2e.clusters import objects as view
+from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S, POLLING_PERIOD_S
+from karpenter_e2e.clusters.labels import INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, describe_claims
+from karpenter_e2e.fixtures.nodepools import narrow, require
 from karpenter_e2e.fixtures.pacing import ExpirationPacing
 from karpenter_e2e.fixtures.timings import timestamp
 
@@ -327,3 +330,97 @@ def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_fa
         amis = {aws_checks.instance_for_node(n.spec.provider_id).ami for n in new_nodes.values()}
         assert amis == {new_ami}, f"replacement instances run {amis}"
     timings.record(patch_to_replaced_s=round(time.time() - patched, 1))
+
+
+# Static pools at their node limit (replicas 2 = limits.nodes 2): Karpenter's static drift
+# reserves a node for each replacement it stages (staticdrift.go, ReserveNodeCount counts active,
+# deleting and pending-disruption nodes), so a pool at its limit cannot replace first.
+STATIC_TYPES = ["c5.large", "m5.large"]  # the KWOK provider launches a static NodeClaim only
+# when it names its instance types (as in static-capacity)
+STATIC_HOLD_S = 3 * POLLING_PERIOD_S  # three disruption passes that could have acted
+
+
+def static_pool_at_its_limit(nodepool_factory, expect):
+    """A static pool: replicas 2, limits.nodes 2, no workload; its 2 launched NodeClaims."""
+    spec = nodepool_factory.spec("default")
+    spec["spec"]["replicas"] = 2
+    spec["spec"]["limits"] = {"nodes": "2"}
+    narrow(spec, require(INSTANCE_TYPE, "In", *STATIC_TYPES))
+    pool = nodepool_factory(spec)
+    claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
+        view.status(c).get("nodeName") and view.is_true(c, "Launched") for c in cs),
+        "2 launched NodeClaims for replicas 2")
+    return pool, {view.name(c) for c in claims}
+
+
+def never_above(expect, pool, limit: int):
+    """The pool's NodeClaims, deleting ones included, never more than ``limit``."""
+    def check() -> Observation:
+        claims = expect.nodeclaims(pool)
+        return Observation(len(claims) <= limit, f"{len(claims)} NodeClaims: "
+                                                 f"{describe_claims(claims)}")
+    return check
+
+
+@pytest.mark.scenario("static-drift-held-at-limit")
+@pytest.mark.covers("gates.TerminateFirstDrift", "nodepool.limits.nodes.static",
+                    "nodepool.template.labels")
+@pytest.mark.karpenter_feature("static-capacity")
+@pytest.mark.feature_gate("StaticCapacity")
+def test_a_static_pool_at_its_node_limit_keeps_its_drifted_nodes(nodepool_factory, expect,
+                                                                 timeline):
+    """TerminateFirstDrift off (the default); a static pool at its node limit (replicas 2,
+    limits.nodes 2) drifts: both NodeClaims are Drifted, and Karpenter neither stages a 3rd
+    nor deletes one."""
+    with allure.step("given a static pool at its node limit: replicas 2, limits nodes 2"):
+        pool, old = static_pool_at_its_limit(nodepool_factory, expect)
+
+    with allure.step("change the pool's template labels (drift)"):
+        nodepool_factory.patch(pool, template_meta(labels={KIND_KEY: "changed"}))
+        timeline.mark(time.time(), "template labels changed")
+        expect.eventually_drifted(pool, old)
+
+    with allure.step(f"expect both kept, no replacement staged, for {STATIC_HOLD_S}s"):
+        held = time.time()
+        timeline.band(held, held + STATIC_HOLD_S, f"at its limit: nothing for {STATIC_HOLD_S}s")
+        expect.consistently_nodeclaims_untouched(pool, old, STATIC_HOLD_S)
+
+
+@pytest.mark.scenario("static-drift-terminate-first")
+@pytest.mark.covers("gates.TerminateFirstDrift", "nodepool.limits.nodes.static",
+                    "nodepool.template.labels")
+@pytest.mark.karpenter_settings(TerminateFirstDrift="true")
+@pytest.mark.karpenter_feature("static-capacity")
+@pytest.mark.karpenter_feature("terminate-first-drift")
+@pytest.mark.feature_gate("StaticCapacity")
+@pytest.mark.modes("local", reason="the harness sets Karpenter's feature gates in local mode")
+def test_terminate_first_replaces_a_drifted_static_pool_within_its_limit(
+        nodepool_factory, expect, timeline, timings):
+    """TerminateFirstDrift on; the same static pool at its limit drifts: Karpenter deletes
+    each drifted NodeClaim first ("Disrupting NodeClaim: Drifted") and the pool refills to 2
+    NodeClaims of the new template, never holding more than 2."""
+    with allure.step("given a static pool at its node limit: replicas 2, limits nodes 2"):
+        pool, old = static_pool_at_its_limit(nodepool_factory, expect)
+
+    with expect.throughout(never_above(expect, pool, 2),
+                           f"NodePool {pool.name} to hold at most 2 NodeClaims (limits.nodes), "
+                           "deleting ones included"):
+        with allure.step("change the pool's template labels (drift)"):
+            nodepool_factory.patch(pool, template_meta(labels={KIND_KEY: "changed"}))
+            patched = time.time()
+            timeline.mark(patched, "template labels changed")
+
+        with allure.step("expect each drifted NodeClaim deleted first, then the pool refilled"):
+            # One at a time (the default budget, 10% of 2 nodes rounded up): per NodeClaim a
+            # disruption pass, its termination and the static refill.
+            expect.watch_nodeclaims_end(pool, old, timeout=2 * DISRUPTION_TOLERANCE_S + 30,
+                                        what=f"drifted NodeClaims {sorted(old)} to go")
+            expect.eventually_karpenter_says(r"Disrupting NodeClaim: Drifted", about=old,
+                                             timeout=10)
+            claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
+                view.is_true(c, "Launched") and not view.deleting(c) for c in cs),
+                "2 launched NodeClaims of the new template", DISRUPTION_TOLERANCE_S)
+            stale = [view.name(c) for c in claims
+                     if view.labels(c).get(KIND_KEY) != "changed" or view.name(c) in old]
+            assert not stale, f"NodeClaims without the new template: {describe_claims(claims)}"
+    timings.record(patch_to_refilled_s=round(time.time() - patched, 1))

@@ -225,6 +225,9 @@ PROBES = {
     "template-expire-after": lambda t: prop(v1_nodepool(t), "spec", "template", "spec",
                                             "expireAfter") is not None,
     "spot-to-spot-consolidation": lambda t: '"SpotToSpotConsolidation' in text(t, features.OPTIONS),
+    "pod-deletion-cost": lambda t: (t / "pkg/controllers/pod/deletioncost/controller.go").exists(),
+    "terminate-first-drift": lambda t: "func (d *StaticDrift) unreplaceableCommands" in text(
+        t, "pkg/controllers/disruption/staticdrift.go"),
 }
 
 
