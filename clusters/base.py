@@ -75,6 +75,10 @@ class Cluster(Protocol):
 
     def reap_orphan_nodes(self, selector: str) -> list[str]: ...
 
+    # Nodes of ``selector`` Karpenter never registered, left when their NodeClaim went: where the
+    # simulated cloud's Delete does not remove the instance, the harness does, as a cloud would.
+    def end_unregistered_instances(self, selector: str) -> list[str]: ...
+
     # Teardown when Karpenter is gone: what the harness could remove itself ('Kind/name').
     def remove_without_karpenter(self, selector: str) -> list[str]: ...
 

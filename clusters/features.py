@@ -106,6 +106,10 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
             "deletes a drifted node before replacing it", "v1.15.0",
             "pkg/controllers/disruption/staticdrift.go: unreplaceableCommands (delete-only "
             "commands under the TerminateFirstDrift gate)", gate="TerminateFirstDrift"),
+    Feature("terminate-first-repair", "TerminateFirstRepair: a static pool at its node limit "
+            "deletes an unhealthy node before replacing it", "v1.15.0",
+            "pkg/controllers/disruption/repair.go: the TerminateFirstRepair gate read for "
+            "static pools at their limit", gate="TerminateFirstRepair"),
     Feature("pod-deletion-cost", "PodDeletionCostManagement: pod-deletion-cost by Karpenter's "
             "disruption order", "v1.15.0",
             "pkg/controllers/pod/deletioncost/controller.go: the pod.deletioncost controller "

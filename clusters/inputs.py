@@ -392,7 +392,8 @@ INPUTS: tuple[Input, ...] = (
        "repair and drift replacements",
        "pkg/controllers/static/provisioning/controller.go:Controller.Reconcile",
        f"{DISRUPTION}/staticdrift.go:StaticDrift.ComputeCommands",
-       proved_by=("static-node-limit-ignored", "static-drift-limit-ignored")),
+       proved_by=("static-node-limit-ignored", "static-drift-limit-ignored",
+                  "static-repair-limit-ignored")),
     _i("nodepool.replicas", "nodepool",
        "spec.replicas: a static pool's node count, with no pod asking",
        "pkg/controllers/static/provisioning/controller.go:Controller.Reconcile",
@@ -598,7 +599,8 @@ INPUTS: tuple[Input, ...] = (
     _i("gates.TerminateFirstRepair", "options",
        "feature gate TerminateFirstRepair: an unhealthy node may be terminated before its "
        "replacement is ready",
-       f"{DISRUPTION}/repair.go:Repair.computeCommands"),
+       f"{DISRUPTION}/repair.go:Repair.computeCommands",
+       proved_by=("terminate-first-repair-gate-ignored",)),
     _i("gates.PodDeletionCostManagement", "options",
        "feature gate PodDeletionCostManagement: Karpenter ranks pods' deletion cost by the "
        "node it would disrupt first",

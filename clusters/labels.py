@@ -10,6 +10,7 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "karpenter-e2e"}
 NODEPOOL = "karpenter.sh/nodepool"
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # an annotation, on pods and nodes
+REGISTERED = "karpenter.sh/registered"  # on a node once Karpenter registered it
 # On a NodeClaim: "true" when MIN_VALUES_POLICY BestEffort relaxed a minValues for it
 MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-relaxed"
 

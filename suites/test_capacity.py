@@ -11,7 +11,7 @@ from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
-from karpenter_e2e.fixtures.nodepools import narrow, require
+from karpenter_e2e.fixtures.nodepools import narrow, require, static
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"app": "inflate"}}}]
@@ -73,9 +73,6 @@ def test_spot_only_training_job_completes_on_spot(nodepool_factory, inflate_fact
 LIMIT_HOLD_S = 20  # how long a static pool is watched at its node limit
 
 
-STATIC_TYPES = ["c5.large", "m5.large"]
-
-
 @pytest.mark.scenario("static-capacity")
 @pytest.mark.covers("nodepool.replicas", "nodepool.limits.nodes.static", "gates.StaticCapacity")
 @pytest.mark.karpenter_feature("static-capacity")
@@ -86,14 +83,8 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
     """A static pool (spec.replicas) with limits.nodes 3 and no pods: 2 replicas give 2
     launched NodeClaims with nodes; 5 give 3, never a 4th; 1 gives 1."""
     with allure.step("given a static pool: replicas 2, limits nodes 3, no workload"):
-        spec = nodepool_factory.spec("default")
-        spec["spec"]["replicas"] = 2
-        spec["spec"]["limits"] = {"nodes": "3"}  # a static pool supports only a node limit
-        # A static NodeClaim carries the pool's requirements only, and the KWOK provider
-        # launches only a NodeClaim that names its instance types (upstream's suite does the
-        # same for KWOK).
-        narrow(spec, require(INSTANCE_TYPE, "In", *STATIC_TYPES))
-        pool = nodepool_factory(spec)
+        pool = nodepool_factory(static(nodepool_factory.spec("default"), replicas=2,
+                                       node_limit=3))
 
     def launched(n: int):
         """Exactly ``n`` NodeClaims, none deleting, each Launched with its node."""
@@ -101,21 +92,15 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
             not view.deleting(c) and view.status(c).get("nodeName")
             and (view.condition(c, "Launched") or {}).get("status") == "True" for c in claims)
 
-    def at_most(n: int):
-        def check() -> Observation:
-            claims = expect.nodeclaims(pool)
-            return Observation(len(claims) <= n, f"{len(claims)} NodeClaims: "
-                                                 f"{describe_claims(claims)}")
-        return check
-
     with allure.step("expect 2 NodeClaims launched, with no pod asking for them"):
         expect.eventually_nodeclaims(pool, launched(2), "2 launched NodeClaims for replicas 2")
         nodes = expect.nodes(pool)
         assert len(nodes) == 2, f"{len(nodes)} nodes for 2 launched NodeClaims"
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
 
-    with expect.throughout(at_most(3), f"NodePool {pool.name} to hold at most 3 NodeClaims "
-                                       "(limits.nodes) from replicas 5 on"):
+    with expect.throughout(expect.nodeclaims_at_most(pool, 3),
+                           f"NodePool {pool.name} to hold at most 3 NodeClaims (limits.nodes) "
+                           "from replicas 5 on"):
         with allure.step("raise replicas to 5: expect 3 launched NodeClaims (the limit), held"):
             nodepool_factory.patch(pool, {"spec": {"replicas": 5}})
             timeline.mark(time.time(), "replicas 5")
@@ -124,7 +109,8 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
             held = time.time()
             timeline.band(held, held + LIMIT_HOLD_S, f"limits.nodes 3: no 4th NodeClaim for "
                                                      f"{LIMIT_HOLD_S}s")
-            expect.consistently(at_most(3), "the pool to stay at 3 NodeClaims", LIMIT_HOLD_S)
+            expect.consistently(expect.nodeclaims_at_most(pool, 3),
+                                "the pool to stay at 3 NodeClaims", LIMIT_HOLD_S)
 
     with allure.step("lower replicas to 1: expect 1 NodeClaim left"):
         nodepool_factory.patch(pool, {"spec": {"replicas": 1}})

@@ -7,10 +7,9 @@ import pytest
 
 from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S, POLLING_PERIOD_S
-from karpenter_e2e.clusters.labels import INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, describe_claims
-from karpenter_e2e.fixtures.nodepools import narrow, require
+from karpenter_e2e.fixtures.nodepools import static
 from karpenter_e2e.fixtures.pacing import ExpirationPacing
 from karpenter_e2e.fixtures.timings import timestamp
 
@@ -335,31 +334,16 @@ def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_fa
 # Static pools at their node limit (replicas 2 = limits.nodes 2): Karpenter's static drift
 # reserves a node for each replacement it stages (staticdrift.go, ReserveNodeCount counts active,
 # deleting and pending-disruption nodes), so a pool at its limit cannot replace first.
-STATIC_TYPES = ["c5.large", "m5.large"]  # the KWOK provider launches a static NodeClaim only
-# when it names its instance types (as in static-capacity)
 STATIC_HOLD_S = 3 * POLLING_PERIOD_S  # three disruption passes that could have acted
 
 
 def static_pool_at_its_limit(nodepool_factory, expect):
     """A static pool: replicas 2, limits.nodes 2, no workload; its 2 launched NodeClaims."""
-    spec = nodepool_factory.spec("default")
-    spec["spec"]["replicas"] = 2
-    spec["spec"]["limits"] = {"nodes": "2"}
-    narrow(spec, require(INSTANCE_TYPE, "In", *STATIC_TYPES))
-    pool = nodepool_factory(spec)
+    pool = nodepool_factory(static(nodepool_factory.spec("default"), replicas=2, node_limit=2))
     claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
         view.status(c).get("nodeName") and view.is_true(c, "Launched") for c in cs),
         "2 launched NodeClaims for replicas 2")
     return pool, {view.name(c) for c in claims}
-
-
-def never_above(expect, pool, limit: int):
-    """The pool's NodeClaims, deleting ones included, never more than ``limit``."""
-    def check() -> Observation:
-        claims = expect.nodeclaims(pool)
-        return Observation(len(claims) <= limit, f"{len(claims)} NodeClaims: "
-                                                 f"{describe_claims(claims)}")
-    return check
 
 
 @pytest.mark.scenario("static-drift-held-at-limit")
@@ -389,7 +373,8 @@ def test_a_static_pool_at_its_node_limit_keeps_its_drifted_nodes(nodepool_factor
 @pytest.mark.scenario("static-drift-terminate-first")
 @pytest.mark.covers("gates.TerminateFirstDrift", "nodepool.limits.nodes.static",
                     "nodepool.template.labels")
-@pytest.mark.karpenter_settings(TerminateFirstDrift="true")
+# Both terminate-first gates, as static-repair-terminate-first: one lane for the two.
+@pytest.mark.karpenter_settings(TerminateFirstDrift="true", TerminateFirstRepair="true")
 @pytest.mark.karpenter_feature("static-capacity")
 @pytest.mark.karpenter_feature("terminate-first-drift")
 @pytest.mark.feature_gate("StaticCapacity")
@@ -402,7 +387,7 @@ def test_terminate_first_replaces_a_drifted_static_pool_within_its_limit(
     with allure.step("given a static pool at its node limit: replicas 2, limits nodes 2"):
         pool, old = static_pool_at_its_limit(nodepool_factory, expect)
 
-    with expect.throughout(never_above(expect, pool, 2),
+    with expect.throughout(expect.nodeclaims_at_most(pool, 2),
                            f"NodePool {pool.name} to hold at most 2 NodeClaims (limits.nodes), "
                            "deleting ones included"):
         with allure.step("change the pool's template labels (drift)"):
@@ -418,8 +403,8 @@ def test_terminate_first_replaces_a_drifted_static_pool_within_its_limit(
             expect.eventually_karpenter_says(r"Disrupting NodeClaim: Drifted", about=old,
                                              timeout=10)
             claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
-                view.is_true(c, "Launched") and not view.deleting(c) for c in cs),
-                "2 launched NodeClaims of the new template", DISRUPTION_TOLERANCE_S)
+                view.is_true(c, "Initialized") and not view.deleting(c) for c in cs),
+                "2 initialized NodeClaims of the new template", DISRUPTION_TOLERANCE_S)
             stale = [view.name(c) for c in claims
                      if view.labels(c).get(KIND_KEY) != "changed" or view.name(c) in old]
             assert not stale, f"NodeClaims without the new template: {describe_claims(claims)}"

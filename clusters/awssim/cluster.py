@@ -43,6 +43,8 @@ class AwsSimCluster(LocalCluster):
     feature_gates = ()  # the AWS provider runs with its defaults (its env sets none)
     NODECLASS_RESOURCE = "ec2nodeclass"  # stripped of finalizers, its instances stay in the
     # fake until `down` (or `make sweep SWEEP_ARGS="--aws-sim NAME"`)
+    # Karpenter's AWS provider terminates the (fake) instance on Delete, and its node with it.
+    DELETE_LEAVES_UNREGISTERED_NODES = False
 
     def __init__(self, name: str = "awssim-e2e",
                  karpenter_version: str = versions.AWS_PROVIDER,

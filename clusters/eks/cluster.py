@@ -330,6 +330,9 @@ class EksCluster:
     def reap_orphan_nodes(self, selector: str) -> list[str]:
         return []  # on EKS, Karpenter's own garbage collection terminates orphaned instances
 
+    def end_unregistered_instances(self, selector: str) -> list[str]:
+        return []  # Karpenter's Delete terminates the real instance
+
     def remove_without_karpenter(self, selector: str) -> list[str]:
         # Stripping finalizers here would orphan running instances; `make sweep` finds them
         # by Karpenter's tags and terminates them.

@@ -116,6 +116,9 @@ class KindCluster:
     def reap_orphan_nodes(self, selector: str) -> list[str]:
         return self.local.reap_orphan_nodes(selector)
 
+    def end_unregistered_instances(self, selector: str) -> list[str]:
+        return self.local.end_unregistered_instances(selector)
+
     def remove_without_karpenter(self, selector: str) -> list[str]:
         return self.local.remove_without_karpenter(selector)
 

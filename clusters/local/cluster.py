@@ -26,6 +26,7 @@ from karpenter_e2e.clusters import compat, features, karpenter_settings as ksett
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.filelock import file_lock
+from karpenter_e2e.clusters.labels import REGISTERED
 from karpenter_e2e.clusters.local import (
     build,
     catalogue,
@@ -161,6 +162,9 @@ class LocalCluster:
     def reap_orphan_nodes(self, selector: str) -> list[str]:
         """Delete nodes matching ``selector`` that no NodeClaim owns. Locally a node *is*
         the instance, so this is what the cloud's instance garbage collection would do."""
+        return self._delete_unowned_nodes(selector)
+
+    def _delete_unowned_nodes(self, selector: str) -> list[str]:
         out = self.kubectl("get", "nodes,nodeclaims", "-l", selector, "-o",
                            "jsonpath={range .items[*]}{.kind} {.metadata.name} "
                            "{.status.nodeName}{'\\n'}{end}")
@@ -170,6 +174,19 @@ class LocalCluster:
         for name in orphans:
             self.kubectl("delete", "node", name, "--ignore-not-found", "--wait=false")
         return orphans
+
+    # The KWOK provider's Delete removes the NodeClaim object, not the node it created
+    # (kwok/cloudprovider/cloudprovider.go): a NodeClaim deleted after launch but before
+    # registration leaves its node, where a cloud would terminate the instance.
+    DELETE_LEAVES_UNREGISTERED_NODES = True
+
+    def end_unregistered_instances(self, selector: str) -> list[str]:
+        """Delete nodes of ``selector`` that no NodeClaim owns and Karpenter never registered
+        (no karpenter.sh/registered label): the instance termination the KWOK provider's
+        Delete leaves out. Registered ones are left for the leak check."""
+        if not self.DELETE_LEAVES_UNREGISTERED_NODES:
+            return []
+        return self._delete_unowned_nodes(f"{selector},!{REGISTERED}")
 
     def remove_without_karpenter(self, selector: str) -> list[str]:
         """With Karpenter gone nothing else will finish them: delete the NodeClaims, nodes
