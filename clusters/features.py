@@ -106,6 +106,9 @@ FEATURES: dict[str, Feature] = {f.name: f for f in (
             "deletes a drifted node before replacing it", "v1.15.0",
             "pkg/controllers/disruption/staticdrift.go: unreplaceableCommands (delete-only "
             "commands under the TerminateFirstDrift gate)", gate="TerminateFirstDrift"),
+    Feature("spread-node-affinity-policy", "topologySpreadConstraints nodeAffinityPolicy",
+            "v1.5.5", "pkg/controllers/provisioning/scheduling/topology.go: the spread's "
+            "NodeAffinityPolicy passed to NewTopologyGroup"),
     Feature("terminate-first-repair", "TerminateFirstRepair: a static pool at its node limit "
             "deletes an unhealthy node before replacing it", "v1.15.0",
             "pkg/controllers/disruption/repair.go: the TerminateFirstRepair gate read for "

@@ -165,10 +165,11 @@ INPUTS: tuple[Input, ...] = (
        f"{SCHED}/topology.go:Topology.newForTopologies",
        proved_by=("schedule-anyway-never-relaxed",)),
     _i("pod.topologySpread.nodeAffinityPolicy", "pod",
-       "topologySpreadConstraints nodeAffinityPolicy: whether domains the pod's node "
-       "affinity excludes count",
+       "topologySpreadConstraints nodeAffinityPolicy: whether matching pods on nodes the "
+       "pod's node selector and affinity exclude count toward a domain",
        f"{SCHED}/topologygroup.go:NewTopologyGroup",
-       f"{SCHED}/topologynodefilter.go:MakeTopologyNodeFilter"),
+       f"{SCHED}/topologynodefilter.go:MakeTopologyNodeFilter",
+       proved_by=("node-affinity-policy-ignored",)),
     _i("pod.topologySpread.nodeTaintsPolicy", "pod",
        "topologySpreadConstraints nodeTaintsPolicy: whether domains of nodes whose taints the "
        "pod does not tolerate count (a spread's domains are every NodePool's; under Honor a "

@@ -306,6 +306,68 @@ def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_facto
     timings.notes["karpenter_said"] = said[:300]
 
 
+@pytest.mark.scenario("spread-node-affinity-policy")
+@pytest.mark.covers("pod.topologySpread.nodeAffinityPolicy")
+@pytest.mark.karpenter_feature("spread-node-affinity-policy")
+def test_node_affinity_policy_decides_whether_pods_the_selector_excludes_count(
+        nodepool_factory, inflate_factory, expect, timings):
+    """Pool `other` in zone a runs 2 pods of `other`. Pools `honor` and `ignore` in zones a and
+    b; on each, 2 pods one per node, pinned to a and b by node affinity and spread over zones
+    (maxSkew 1) with a selector that matches `other`'s pods too. nodeAffinityPolicy Honor (the
+    default) counts only pods on nodes the pod's node selector and affinity match: a and b
+    both at 0, so one NodeClaim in each. Ignore counts `other`'s 2 pods in a: a is 2 ahead, so
+    both NodeClaims go to b."""
+    zones = ("us-west-2a", "us-west-2b")
+    pools, workloads = {}, {}
+    with allure.step(f"given pool other in {zones[0]} running 2 pods of other"):
+        pools["other"] = nodepool_factory(
+            narrow(nodepool_factory.spec("default"), require(ZONE, "In", zones[0]),
+                   replacing=(ZONE,)), name="other")
+        workloads["other"] = inflate_factory("other", replicas=2,
+                                             node_selector=pools["other"].own_nodes)
+        expect.eventually_pods_running(workloads["other"], 2)
+
+    with allure.step(f"given pools honor and ignore in {zones}, 2 pods each to spread over "
+                     "zones, counting other's pods"):
+        pinned = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": ZONE, "operator": "In", "values": list(zones)}]}]}}}
+        for name, policy in (("honor", None), ("ignore", "Ignore")):
+            pools[name] = nodepool_factory(
+                narrow(nodepool_factory.spec("default"), require(ZONE, "In", *zones),
+                       replacing=(ZONE,)), name=name, spec={"limits": {"cpu": "100"}})
+            spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                      "labelSelector": {"matchExpressions": [
+                          {"key": "app", "operator": "In", "values": ["other", name]}]}}
+            if policy:
+                spread["nodeAffinityPolicy"] = policy
+            workloads[name] = inflate_factory(
+                name, replicas=0, node_selector=pools[name].own_nodes,
+                extra_pod_spec={"topologySpreadConstraints": [spread],
+                                "affinity": {**one_per_node(name), **pinned}})
+        expect.eventually_nodepools_ready(*pools.values())
+
+    with allure.step("scale honor and ignore to 2"):
+        for name in ("honor", "ignore"):
+            workloads[name].scale(2)
+
+    planned = {}
+    for name, want in (("honor", sorted(zones)), ("ignore", [zones[1], zones[1]])):
+        with allure.step(f"expect {name}'s plan: 2 NodeClaims, one pod each, in {want}"):
+            expect.eventually_settled(pools[name], workloads[name])
+            claims = expect.nodeclaims(pools[name])
+            one_pod_per_claim(claims, 2, f"pods spread with nodeAffinityPolicy {name}")
+            planned[name] = sorted(v for c in claims
+                                   for v in claim_requirement(c, ZONE).get("values") or [])
+            assert planned[name] == want, \
+                f"{name}'s NodeClaims by zone requirement: {planned[name]}, expected {want} " \
+                f"({describe_claims(claims)})"
+            nodes = list(expect.pods_on(expect.eventually_pods_running(workloads[name], 2))
+                         .values())
+            expect.eventually_nodes_launched_by_karpenter(pools[name], nodes)
+    timings.notes["zones"] = "; ".join(f"{k}: {v}" for k, v in planned.items())
+
+
 RACK = "karpenter-e2e/rack"  # a topology key no pool defines and no node carries
 
 

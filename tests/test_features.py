@@ -226,6 +226,8 @@ PROBES = {
                                             "expireAfter") is not None,
     "spot-to-spot-consolidation": lambda t: '"SpotToSpotConsolidation' in text(t, features.OPTIONS),
     "pod-deletion-cost": lambda t: (t / "pkg/controllers/pod/deletioncost/controller.go").exists(),
+    "spread-node-affinity-policy": lambda t: "tsc.NodeAffinityPolicy" in text(
+        t, "pkg/controllers/provisioning/scheduling/topology.go"),
     "terminate-first-repair": lambda t: "FeatureGates.TerminateFirstRepair" in text(
         t, "pkg/controllers/disruption/repair.go"),
     "terminate-first-drift": lambda t: "func (d *StaticDrift) unreplaceableCommands" in text(
