@@ -538,7 +538,10 @@ INPUTS: tuple[Input, ...] = (
        "BATCH_MAX_DURATION and BATCH_IDLE_DURATION: how long pending pods are gathered into "
        "one scheduling decision (and the nomination window, 2 x max)",
        "pkg/controllers/provisioning/batcher.go:Batcher.Wait",
-       "pkg/controllers/state/statenode.go:nominationWindow"),
+       "pkg/controllers/state/statenode.go:nominationWindow",
+       gap="BATCH_MAX_DURATION is only bounded (the NodeClaim no later than max + solve after "
+           "the first pod), not driven to cut a batch; the nomination window is not shown",
+       proved_by=("batch-idle-ignored",)),
     _i("options.PREFERENCE_POLICY", "options",
        "PREFERENCE_POLICY Ignore: preferred affinities and ScheduleAnyway spreads are "
        "dropped instead of tried",

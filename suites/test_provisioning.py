@@ -748,3 +748,62 @@ def storage_planned(claim: dict) -> dict:
     return {"requests": parse_quantity(requests.get("ephemeral-storage", "0")),
             "pods": int(requests.get("pods", "0")),
             "allocatable": parse_quantity(allocatable.get("ephemeral-storage", "0"))}
+
+
+BATCH_IDLE_S, BATCH_MAX_S = 5, 20  # the batch-window lane's BATCH_IDLE_DURATION, _MAX_
+ARRIVAL_GAP_S = 2  # each pod arrives this long after the one before, inside the idle window
+SOLVE_S = 10  # Karpenter's scheduling simulation and NodeClaim create after a batch closes,
+# on a loaded 2-core machine
+
+
+@pytest.mark.scenario("batch-window")
+@pytest.mark.covers("options.BATCH_DURATIONS")
+@pytest.mark.karpenter_settings(BATCH_IDLE_DURATION=f"{BATCH_IDLE_S}s",
+                                BATCH_MAX_DURATION=f"{BATCH_MAX_S}s")
+@pytest.mark.modes("local", reason="the harness sets Karpenter's settings in local mode")
+def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory, inflate_factory,
+                                                                 expect, timeline, timings):
+    """BATCH_IDLE_DURATION 5s, BATCH_MAX_DURATION 20s; 3 one-CPU pods arriving 2s apart:
+    Karpenter creates nothing while they arrive, then one NodeClaim planned for all 3, no sooner
+    than 5s after the last pod and no later than 20s (plus its solve) after the first."""
+    with allure.step("given the default pool and inflate at 0"):
+        pool = nodepool_factory("default")
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+
+    def no_nodeclaim() -> Observation:
+        claims = expect.nodeclaims(pool)
+        return Observation(not claims, f"NodeClaims {describe_claims(claims)}")
+
+    for n in (1, 2, 3):
+        with allure.step(f"scale inflate to {n}: expect no NodeClaim for {ARRIVAL_GAP_S}s "
+                         f"(the batch still open)"):
+            inflate.scale(n)
+            expect.eventually(lambda n=n: Observation(len(expect.live_pods(inflate)) == n,
+                                                      describe_pods(expect.live_pods(inflate))),
+                              f"{n} pods of inflate to exist", timeout=30)
+            expect.consistently(no_nodeclaim, f"no NodeClaim while pod {n} of 3 is the last "
+                                              f"to arrive", ARRIVAL_GAP_S)
+
+    with allure.step("expect one NodeClaim planned for all 3 pods, inside the batch bounds"):
+        claims = expect.eventually_nodeclaims(pool, lambda cs: bool(cs),
+                                              "a NodeClaim for the batch", BATCH_MAX_S + SOLVE_S)
+        created = sorted(timestamp(p.metadata.creation_timestamp) for p in inflate.pods())
+        first, last = created[0], created[-1]
+        assert last - first < 2 * (BATCH_IDLE_S - 1), \
+            f"the pods arrived {[round(t - first) for t in created]}s apart: the premise " \
+            f"(each inside the {BATCH_IDLE_S}s idle window of the one before) did not hold"
+        expect.eventually_settled(pool, inflate)
+        claims = expect.nodeclaims(pool)
+        assert len(claims) == 1, f"{len(claims)} NodeClaims for one batch: " \
+                                 f"{describe_claims(claims)}"
+        planned = claims[0]["spec"].get("resources", {}).get("requests", {}).get("pods")
+        assert planned == "3", f"the NodeClaim was planned for {planned} pods, not 3"
+        at = timestamp(claims[0]["metadata"]["creationTimestamp"])
+        timeline.band(last + BATCH_IDLE_S - 1, first + BATCH_MAX_S + SOLVE_S,
+                      "the NodeClaim's window")
+        assert last + BATCH_IDLE_S - 1 <= at <= first + BATCH_MAX_S + SOLVE_S, \
+            f"the NodeClaim came {at - last:+.0f}s from the last pod, {at - first:+.0f}s from " \
+            f"the first (expected >= {BATCH_IDLE_S - 1}s after the last, <= " \
+            f"{BATCH_MAX_S + SOLVE_S}s after the first)"
+        expect.eventually_pods_running(inflate, 3)
+    timings.record(last_pod_to_nodeclaim_s=round(at - last, 1))
