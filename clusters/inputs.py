@@ -209,7 +209,11 @@ INPUTS: tuple[Input, ...] = (
        "priority: a pod nominated by preemption is left to the kube-scheduler, and "
        "system-cluster/node-critical pods are drained last",
        "pkg/utils/pod/scheduling.go:IsProvisionable",
-       "pkg/controllers/node/termination/terminator/terminator.go:Terminator.groupPodsByPriority"),
+       "pkg/controllers/node/termination/terminator/terminator.go:Terminator.groupPodsByPriority",
+       gap="tried on 2026-12-02: KWOK ends a preempted pod at once (a finalizer leaves it "
+           "Terminating but frees its CPU), so kube-scheduler binds the preempting pod within "
+           "Karpenter's 1 s batch idle, and a mutant provisioning for preempting pods "
+           "survived; it needs nodes whose pods take their grace period (kind, EKS)"),
     _i("pod.owner", "pod",
        "the pod's owner: DaemonSet and node-owned (mirror) pods are not provisioned for; "
        "Job and Deployment pods are",
