@@ -166,12 +166,16 @@ def test_a_node_left_without_its_nodeclaim_fails_the_test_with_its_name(make_clu
     info = c.up()
     kube = Kube(info.kubeconfig)
     scope = TestScope("run1", "abc123")
-    # What a leaking Karpenter leaves: a node of the test's pool, with no NodeClaim owning it.
-    kube.core.create_node({"metadata": {"name": "leaked-node", "labels": scope.labels}})
+    # What a leaking Karpenter leaves: a node of the test's pool that it registered, with no
+    # NodeClaim owning it. One it never registered is the simulated cloud's to end (the KWOK
+    # provider's Delete leaves it): ended without failing the test.
+    kube.core.create_node({"metadata": {"name": "leaked-node", "labels": {
+        **scope.labels, "karpenter.sh/registered": "true"}}})
+    kube.core.create_node({"metadata": {"name": "never-registered", "labels": scope.labels}})
     monkeypatch.setattr(plugin, "LEAK_GRACE_S", 2)
     session = plugin.ClusterSession(c, info, kube, "run1")
-    with pytest.raises(plugin.LeakedNodes, match=r"left nodes behind .*leaked-node.*the harness "
-                                                 r"deleted \['leaked-node'\]"):
+    with pytest.raises(plugin.LeakedNodes, match=r"left nodes behind .*: nodes \['leaked-node'\]; "
+                                                 r"the harness deleted \['leaked-node'\]"):
         plugin._eventually_test_nodes_gone(session, scope, lambda: "")
     eventually(lambda: Observation(not kube.nodes(scope.selector), "node still there"),
-               what="the leaked node to be deleted", timeout=30)
+               what="both nodes to be deleted", timeout=30)
