@@ -642,7 +642,7 @@ def test_affinity_terms_are_tried_in_order_and_relaxed(nodepool_factory, inflate
             nodes = list(expect.pods_on(running).values())
             assert_all_labelled(nodes, ZONE, zone, workload)
             # Each node's NodeClaim by its nodeName, which Karpenter writes at registration,
-            # possibly after the pods were bound (a snapshot found none: soak 8, run 2).
+            # possibly after the pods were bound: waited for, never read from a snapshot.
             planned = {n.metadata.name: claim_requirement(expect.eventually_nodeclaim_of(pool, n),
                                                           ZONE).get("values")
                        for n in nodes}

@@ -785,8 +785,8 @@ def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory,
                                               f"to arrive", ARRIVAL_GAP_S)
 
     with allure.step("expect one NodeClaim planned for all 3 pods, inside the batch bounds"):
-        claims = expect.eventually_nodeclaims(pool, lambda cs: bool(cs),
-                                              "a NodeClaim for the batch", BATCH_MAX_S + SOLVE_S)
+        expect.eventually_nodeclaims(pool, lambda cs: bool(cs), "a NodeClaim for the batch",
+                                     BATCH_MAX_S + SOLVE_S)
         created = sorted(timestamp(p.metadata.creation_timestamp) for p in inflate.pods())
         first, last = created[0], created[-1]
         assert last - first < 2 * (BATCH_IDLE_S - 1), \
