@@ -208,8 +208,9 @@ def render(tests: list[Test] | None = None, mutants: list[Mutant] | None = None,
         f"**{len(covered)} of {len(table)} inputs are covered** by a scenario "
         f"({len(proved)} of them proved by a mutant whose regression is about the input; "
         f"{len(partly)} only partly). Of the {len(table) - len(covered)} not covered, "
-        f"{len(kwok)} cannot be shown by a simulated (KWOK) node and {len(todo)} are not "
-        f"covered yet.",
+        f"{len(kwok)} cannot be shown by a simulated (KWOK) node"
+        + (f" and {len(todo)} {'is' if len(todo) == 1 else 'are'} not covered yet." if todo
+           else "; none is left without a reason."),
         "",
         "An *input* is anything Karpenter reads that changes what it decides: what it launches, "
         "where, how big, what it disrupts and when. Each is listed with where Karpenter "
