@@ -9,7 +9,7 @@ from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S, POLLING_PERIOD_S
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, describe_claims
-from karpenter_e2e.fixtures.nodepools import static
+from karpenter_e2e.fixtures.nodepools import TERMINATE_FIRST_GATES, static
 from karpenter_e2e.fixtures.pacing import ExpirationPacing
 from karpenter_e2e.fixtures.timings import timestamp
 
@@ -338,12 +338,9 @@ STATIC_HOLD_S = 3 * POLLING_PERIOD_S  # three disruption passes that could have 
 
 
 def static_pool_at_its_limit(nodepool_factory, expect):
-    """A static pool: replicas 2, limits.nodes 2, no workload; its 2 launched NodeClaims."""
+    """A static pool: replicas 2, limits.nodes 2, no workload; its 2 NodeClaims."""
     pool = nodepool_factory(static(nodepool_factory.spec("default"), replicas=2, node_limit=2))
-    claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
-        view.status(c).get("nodeName") and view.is_true(c, "Launched") for c in cs),
-        "2 launched NodeClaims for replicas 2")
-    return pool, {view.name(c) for c in claims}
+    return pool, {view.name(c) for c in expect.eventually_static_pool_full(pool, 2)}
 
 
 @pytest.mark.scenario("static-drift-held-at-limit")
@@ -373,8 +370,7 @@ def test_a_static_pool_at_its_node_limit_keeps_its_drifted_nodes(nodepool_factor
 @pytest.mark.scenario("static-drift-terminate-first")
 @pytest.mark.covers("gates.TerminateFirstDrift", "nodepool.limits.nodes.static",
                     "nodepool.template.labels")
-# Both terminate-first gates, as static-repair-terminate-first: one lane for the two.
-@pytest.mark.karpenter_settings(TerminateFirstDrift="true", TerminateFirstRepair="true")
+@pytest.mark.karpenter_settings(**TERMINATE_FIRST_GATES)
 @pytest.mark.karpenter_feature("static-capacity")
 @pytest.mark.karpenter_feature("terminate-first-drift")
 @pytest.mark.feature_gate("StaticCapacity")

@@ -17,7 +17,7 @@ import pytest
 
 from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S
-from karpenter_e2e.fixtures.nodepools import static
+from karpenter_e2e.fixtures.nodepools import TERMINATE_FIRST_GATES, static
 
 FAULT = "KWOKUnhealthy"  # kwok/cloudprovider KWOKUnhealthyCondition
 TOLERATION_S = 30  # its RepairPolicy's TolerationDuration
@@ -77,18 +77,12 @@ def test_unhealthy_node_is_replaced_after_the_toleration(nodepool_factory, infla
 
 # Static pools at their node limit (replicas 2 = limits.nodes 2): repair reserves a node for the
 # replacement it stages (disruption/repair.go, ReserveNodeCount), so it cannot replace first.
-# Both terminate-first gates, as static-drift-terminate-first: one lane for the two.
-TERMINATE_FIRST = {"TerminateFirstDrift": "true", "TerminateFirstRepair": "true"}
-
-
 def static_pool_with_an_unhealthy_node(nodepool_factory, expect, timeline):
     """A static pool at its limit (replicas 2, limits.nodes 2), the fault set on one of its
     nodes: the pool, all its NodeClaims, the sick one's NodeClaim and node, and when the
     fault's toleration ends."""
     pool = nodepool_factory(static(nodepool_factory.spec("default"), replicas=2, node_limit=2))
-    claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
-        view.status(c).get("nodeName") and view.is_true(c, "Initialized") for c in cs),
-        "2 initialized NodeClaims for replicas 2")
+    claims = expect.eventually_static_pool_full(pool, 2)
     sick = claims[0]
     node = view.status(sick)["nodeName"]
     since = inject_fault(expect.kube, node)
@@ -127,7 +121,7 @@ def test_a_static_pool_at_its_node_limit_keeps_its_unhealthy_node(nodepool_facto
 @pytest.mark.scenario("static-repair-terminate-first")
 @pytest.mark.disruption_loop
 @pytest.mark.covers("gates.TerminateFirstRepair", "nodepool.limits.nodes.static")
-@pytest.mark.karpenter_settings(**TERMINATE_FIRST)
+@pytest.mark.karpenter_settings(**TERMINATE_FIRST_GATES)
 @pytest.mark.karpenter_feature("node-repair")
 @pytest.mark.karpenter_feature("kwok-unhealthy-fault")
 @pytest.mark.karpenter_feature("static-capacity")
