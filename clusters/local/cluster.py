@@ -78,7 +78,9 @@ INHERITED_ENV = ("PATH", "HOME", "TMPDIR", "TZ", "LANG")
 def _base_env() -> dict[str, str]:
     env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
     # The harness's own knob for Karpenter's log level (a setting LOG_LEVEL overrides it).
-    env["LOG_LEVEL"] = os.environ.get("KARPENTER_LOG_LEVEL", "info")
+    # Debug by default: its decisions (expiring, marking consolidatable, excluded types) are
+    # what a red scenario needs explained, and it is a few lines per decision.
+    env["LOG_LEVEL"] = os.environ.get("KARPENTER_LOG_LEVEL", "debug")
     return env
 
 
