@@ -30,6 +30,7 @@ from pathlib import Path
 from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.local import build
+from karpenter_e2e.clusters.stalls import MachineWatch
 from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import lanes, machine, merge, usage
 from karpenter_e2e.runners.children import STOP_GRACE_S, Child, Children
@@ -283,6 +284,7 @@ def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
 
     started = time.monotonic()
     sampler = usage.Sampler([r.usage for r in runs]).start()
+    watch = MachineWatch().start()
     up = threading.Thread(target=bring_up_in_turn, daemon=True, name="bring-up")
     try:
         with children.stopped_by_signals("e2e"):
@@ -298,6 +300,7 @@ def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
             r.done()
             r.take_down()
         sampler.stop()
+        watch.stop()
     wall = time.monotonic() - started
     procs = [p for r in runs for p in r.procs]
     dirs = [d for d in (run_dirs.latest(p.log.parent) for p in procs) if d is not None]
@@ -323,6 +326,9 @@ def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
               f"{lane_usage.peak_pytest_mib:.0f} MiB; "
               f"CPU {lane_usage.cpu_seconds / max(took, 1e-9):.2f} cores")
     (run_dir / "lanes.json").write_text(json.dumps(rows, indent=1))
+    # A timing assert assumes the machine ran: what it took away is kept beside the lanes.
+    (run_dir / "machine.json").write_text(json.dumps(watch.as_dict(), indent=1))
+    print(f"machine: {watch.line()}")
     print((run_dir / "summary.md").read_text() if (run_dir / "summary.md").is_file() else "")
     print(f"(merged: {run_dir}/junit.xml, allure-results/, summary.md, timelines/; lanes' "
           f"logs in {run_dir}/lanes/)")

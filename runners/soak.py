@@ -2,8 +2,9 @@
 
     python -m karpenter_e2e.runners.soak --runs N [--reports-dir reports] -- COMMAND...
 
-Every run's exit code, wall time, pytest closing line, failed tests and the machine's load
-average (1-minute, at its start and end; the peak of samples every 5 s) are appended to
+Every run's exit code, wall time, pytest closing line, failed tests, the machine's load
+average (1-minute, at its start and end; the peak of samples every 5 s) and what the machine
+took away (steal, stalls: clusters/stalls.py) are appended to
 ``reports/soak-<start>.md`` as each run ends, so a soak cut short still says what it saw.
 Nothing is retried: a soak is the proof that the default run does not flake.
 """
@@ -18,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+from karpenter_e2e.clusters.stalls import MachineWatch
 from karpenter_e2e.runners.children import Child, Children
 
 CLOSING = re.compile(r"=+ (.*(?:passed|failed|errors?|skipped|no tests ran).* in [\d.]+s.*?) =+$")
@@ -39,6 +41,7 @@ def run_once(cmd: list[str], log: Path) -> dict:
     sampler = threading.Thread(target=sample, daemon=True)
     start_load, t0 = _load(), time.monotonic()
     sampler.start()
+    machine = MachineWatch().start()
     closing, failed = "", []
 
     def read(line: str) -> None:
@@ -52,7 +55,9 @@ def run_once(cmd: list[str], log: Path) -> dict:
     with children.stopped_by_signals("soak"):  # the run takes its clusters down first
         rc = children.run(Child("soak", cmd, log, on_line=read))
     done.set()
+    machine.stop()
     return {"interrupted": children.interrupted.is_set(), "rc": 130 if rc is None else rc,
+            "machine": machine.as_dict(),
             "wall": time.monotonic() - t0,
             "closing": closing or "(no closing line)", "failed": sorted(set(failed)),
             "load_start": start_load, "load_end": _load(), "load_peak": peak[0]}
@@ -76,8 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     report.write_text(f"# Soak {stamp}: {opts.runs} runs of `{' '.join(cmd)}`\n\n"
                       f"Machine: {os.cpu_count()} cores; load = 1-minute load average.\n\n"
-                      "| run | exit | wall s | closing line | failed | load start/peak/end |\n"
-                      "|---|---|---|---|---|---|\n")
+                      "Steal: the hypervisor's share of CPU time over the run; stalls: sleeps "
+                      "that overran by more than 1 s (the machine stopped), their count and the "
+                      "longest.\n\n"
+                      "| run | exit | wall s | closing line | failed | load start/peak/end "
+                      "| steal % | stalls (longest s) |\n"
+                      "|---|---|---|---|---|---|---|---|\n")
     green = ran = 0
     interrupted = False
     for n in range(1, opts.runs + 1):
@@ -86,11 +95,14 @@ def main(argv: list[str] | None = None) -> int:
         green += r["rc"] == 0
         row = (f"| {n} | {r['rc']} | {r['wall']:.0f} | {r['closing']} | "
                f"{', '.join(r['failed']) or '-'} | "
-               f"{r['load_start']:.2f}/{r['load_peak']:.2f}/{r['load_end']:.2f} |\n")
+               f"{r['load_start']:.2f}/{r['load_peak']:.2f}/{r['load_end']:.2f} | "
+               f"{r['machine']['steal_pct']:.2f} | {r['machine']['stalls']} "
+               f"({(r['machine']['longest'] or {}).get('seconds', 0):.1f}) |\n")
         with open(report, "a") as fh:
             fh.write(row)
         print(f"soak: run {n}/{opts.runs}: exit {r['rc']} in {r['wall']:.0f}s: {r['closing']}"
-              f"{' FAILED ' + ', '.join(r['failed']) if r['failed'] else ''}", flush=True)
+              f"{' FAILED ' + ', '.join(r['failed']) if r['failed'] else ''}; steal "
+              f"{r['machine']['steal_pct']:.1f} %, {r['machine']['stalls']} stall(s)", flush=True)
         if r["interrupted"]:  # no further run starts
             interrupted = True
             break

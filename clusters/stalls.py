@@ -1,0 +1,107 @@
+"""What the machine took away from a run: the hypervisor's steal time, and stalls.
+
+Every timing bound on Karpenter (an expiry within 10 s, a consolidation within
+consolidateAfter plus a margin) assumes the machine runs. On a VM it may not: the host can run
+other guests on our vCPUs (steal, counted in /proc/stat) or stop the whole VM for a while
+(seen from inside as a short sleep that overran). ``MachineWatch`` samples both on the one
+poller thread, so a red timing assert can be read against what the machine did in its window.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from karpenter_e2e.clusters.poller import Poller
+
+INTERVAL_S = 0.25
+# A sleep of INTERVAL_S that overran by more than this is a stall: on a 2-core machine at a
+# load of 25 the poller's wake-ups overran by at most a few hundred ms (docs/measurements.md).
+STALL_S = 1.0
+STEAL_EVERY_S = 5.0
+
+
+def cpu_jiffies(stat: Path = Path("/proc/stat")) -> tuple[int, int]:
+    """(steal, total) jiffies of all CPUs since boot, from /proc/stat's first line."""
+    fields = stat.read_text().split("\n", 1)[0].split()
+    if fields[:1] != ["cpu"] or len(fields) < 9:
+        raise ValueError(f"{stat}: unexpected first line {' '.join(fields)!r}")
+    counters = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    return counters[7], sum(counters)
+
+
+@dataclass(frozen=True)
+class Stall:
+    at: float  # wall-clock time the overrun sleep began
+    seconds: float  # how far past its interval it woke
+
+
+@dataclass
+class MachineWatch:
+    interval: float = INTERVAL_S
+    threshold: float = STALL_S
+    jiffies: Callable[[], tuple[int, int]] = cpu_jiffies
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    stalls: list[Stall] = field(default_factory=list)
+    steal: int = 0  # steal jiffies over the watch
+    total: int = 0  # all jiffies over the watch
+    _last: tuple[float, float] = (0.0, 0.0)
+    _jiffies_at: tuple[float, int, int] = (0.0, 0, 0)
+    _poller: Poller | None = None
+
+    def tick(self) -> None:
+        mono, wall = self.monotonic(), self.wall()
+        overrun = mono - self._last[0] - self.interval
+        if overrun > self.threshold:
+            self.stalls.append(Stall(self._last[1], round(overrun, 2)))
+        self._last = (mono, wall)
+        if mono - self._jiffies_at[0] >= STEAL_EVERY_S:
+            self._count_jiffies(mono)
+
+    def _count_jiffies(self, mono: float) -> None:
+        steal, total = self.jiffies()
+        self.steal += steal - self._jiffies_at[1]
+        self.total += total - self._jiffies_at[2]
+        self._jiffies_at = (mono, steal, total)
+
+    def start(self) -> MachineWatch:
+        mono = self.monotonic()
+        self._last = (mono, self.wall())
+        steal, total = self.jiffies()
+        self._jiffies_at = (mono, steal, total)
+        self._poller = Poller(self.tick, self.interval, name="machine-watch",
+                              wait_first=True).start()
+        return self
+
+    def stop(self) -> MachineWatch:
+        if self._poller is not None:
+            self._poller.stop()
+            self._poller.raise_error()
+            self._poller = None
+            self._count_jiffies(self.monotonic())
+        return self
+
+    @property
+    def steal_pct(self) -> float:
+        return 100.0 * self.steal / self.total if self.total else 0.0
+
+    @property
+    def longest(self) -> Stall | None:
+        return max(self.stalls, key=lambda s: s.seconds, default=None)
+
+    def as_dict(self) -> dict:
+        return {"steal_pct": round(self.steal_pct, 2), "stalls": len(self.stalls),
+                "stalled_s": round(sum(s.seconds for s in self.stalls), 2),
+                "longest": None if self.longest is None else {
+                    "at": time.strftime("%H:%M:%S", time.gmtime(self.longest.at)),
+                    "seconds": self.longest.seconds}}
+
+    def line(self) -> str:
+        longest = self.longest
+        return (f"steal {self.steal_pct:.1f} % of CPU time; "
+                + (f"{len(self.stalls)} stall(s) over {self.threshold:.0f} s, the longest "
+                   f"{longest.seconds:.1f} s at {time.strftime('%H:%M:%S', time.gmtime(longest.at))}"
+                   " UTC" if longest else f"no stall over {self.threshold:.0f} s"))
