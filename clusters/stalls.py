@@ -48,6 +48,7 @@ class MachineWatch:
     stalls: list[Stall] = field(default_factory=list)
     steal: int = 0  # steal jiffies over the watch
     total: int = 0  # all jiffies over the watch
+    samples: list[tuple[float, int, int]] = field(default_factory=list)  # (wall, steal, total)
     _last: tuple[float, float] = (0.0, 0.0)
     _jiffies_at: tuple[float, int, int] = (0.0, 0, 0)
     _poller: Poller | None = None
@@ -66,12 +67,14 @@ class MachineWatch:
         self.steal += steal - self._jiffies_at[1]
         self.total += total - self._jiffies_at[2]
         self._jiffies_at = (mono, steal, total)
+        self.samples.append((self.wall(), steal, total))
 
     def start(self) -> MachineWatch:
         mono = self.monotonic()
         self._last = (mono, self.wall())
         steal, total = self.jiffies()
         self._jiffies_at = (mono, steal, total)
+        self.samples.append((self.wall(), steal, total))
         self._poller = Poller(self.tick, self.interval, name="machine-watch",
                               wait_first=True).start()
         return self
@@ -91,6 +94,28 @@ class MachineWatch:
     @property
     def longest(self) -> Stall | None:
         return max(self.stalls, key=lambda s: s.seconds, default=None)
+
+    def during(self, start: float, end: float) -> tuple[float | None, list[Stall]]:
+        """The steal share (None before two samples span it) and the stalls that overlap
+        [start, end], wall-clock seconds; the steal is over the samples around the window."""
+        stalls = [s for s in self.stalls if s.at < end and s.at + s.seconds + self.interval > start]
+        before = [x for x in self.samples if x[0] <= start] or self.samples[:1]
+        # A window that ends after the last sample (a test just over) is read up to now.
+        after = [x for x in self.samples if x[0] >= end] or [(self.wall(), *self.jiffies())]
+        if not before or not after or after[0][2] <= before[-1][2]:
+            return None, stalls
+        return 100.0 * (after[0][1] - before[-1][1]) / (after[0][2] - before[-1][2]), stalls
+
+    def describe(self, start: float, end: float) -> str:
+        steal, stalls = self.during(start, end)
+        share = "steal not sampled yet" if steal is None else f"steal {steal:.1f} % of CPU time"
+        if not stalls:
+            return f"the machine meanwhile: {share}; no stall over {self.threshold:.0f} s"
+        listed = ", ".join(f"{s.seconds:.1f} s at {time.strftime('%H:%M:%S', time.gmtime(s.at))}"
+                           for s in stalls)
+        return (f"the machine meanwhile: {share}; STALLED {sum(s.seconds for s in stalls):.1f} s "
+                f"({listed} UTC): a 0.25 s sleep of this process woke that late, so the machine "
+                f"or the process stopped; a timing bound in this window lost that much")
 
     def as_dict(self) -> dict:
         return {"steal_pct": round(self.steal_pct, 2), "stalls": len(self.stalls),

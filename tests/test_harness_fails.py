@@ -53,6 +53,9 @@ def test_provisioning_fails_fast_when_karpenter_is_stopped(tmp_path):
     # The report a person reads names the same cause, with the evidence beside it.
     attachments = allure_attachments(tmp_path)
     assert attachments["verdict"].startswith("Karpenter is not running")
+    # ...and what the machine did meanwhile, since every deadline assumes it ran.
+    assert re.search(r"the machine meanwhile: steal [\d.]+ % of CPU time; (no stall over 1 s|"
+                     r"STALLED)", attachments["verdict"]), attachments["verdict"]
     assert {"NodePools.yaml", "NodeClaims.yaml", "Nodes.yaml", "karpenter.log"} <= set(attachments)
     assert "categories.json" in {p.name for p in tmp_path.iterdir()}
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from karpenter_e2e.clusters.stalls import MachineWatch, cpu_jiffies
+from karpenter_e2e.clusters.stalls import MachineWatch, Stall, cpu_jiffies
 
 
 def test_cpu_jiffies_reads_steal_and_total(tmp_path):
@@ -56,3 +56,31 @@ def test_a_quiet_watch_runs_on_the_poller_and_says_so():
     finally:
         watch.stop()
     assert watch.total > 0 and "steal" in watch.line()
+
+
+def test_a_window_gets_its_own_steal_and_the_stalls_that_overlap_it():
+    watch = MachineWatch(jiffies=lambda: (80, 3000), wall=lambda: 120.0)
+    watch.samples = [(100.0, 10, 1000), (105.0, 10, 1500), (110.0, 60, 2000), (115.0, 60, 2500)]
+    watch.stalls = [Stall(101.0, 2.0), Stall(112.0, 29.0), Stall(200.0, 5.0)]
+    steal, stalls = watch.during(106.0, 109.0)  # between samples: the ones around it count
+    assert steal == pytest.approx(10.0) and stalls == []
+    steal, stalls = watch.during(102.0, 130.0)  # from the sample before it up to now
+    assert steal == pytest.approx(70 / 2000 * 100)
+    assert stalls == [Stall(101.0, 2.0), Stall(112.0, 29.0)]
+    text = watch.describe(111.0, 150.0)
+    assert "STALLED 29.0 s" in text and "a timing bound in this window lost that much" in text
+    text = watch.describe(150.0, 190.0)  # past the last sample: read up to now
+    assert "steal 4.0 % of CPU time; no stall over 1 s" in text
+    assert MachineWatch(jiffies=lambda: (0, 0)).during(0, 1) == (None, [])
+
+
+def test_a_stall_in_a_tests_window_is_marked_on_its_timeline():
+    import time
+
+    from karpenter_e2e.fixtures.reporting import mark_stalls
+    from karpenter_e2e.fixtures.timeline import Timeline
+    timeline = Timeline("expiration", "suites/test_drift.py::test_x", "t1")
+    watch = MachineWatch(jiffies=lambda: (0, 100))
+    watch.stalls = [Stall(timeline.started - 100, 5.0), Stall(time.time() - 1, 28.4)]
+    mark_stalls(timeline, watch)
+    assert [m.label for m in timeline.marks] == ["machine stalled 28s"]
