@@ -52,6 +52,7 @@ class MachineWatch:
     _last: tuple[float, float] = (0.0, 0.0)
     _jiffies_at: tuple[float, int, int] = (0.0, 0, 0)
     _poller: Poller | None = None
+    error: BaseException | None = None  # what ended the watch early, if anything
 
     def tick(self) -> None:
         mono, wall = self.monotonic(), self.wall()
@@ -82,9 +83,10 @@ class MachineWatch:
     def stop(self) -> MachineWatch:
         if self._poller is not None:
             self._poller.stop()
-            self._poller.raise_error()
+            self.error = self._poller.error  # said in line(): the run's report is written
             self._poller = None
-            self._count_jiffies(self.monotonic())
+            if self.error is None:
+                self._count_jiffies(self.monotonic())
         return self
 
     @property
@@ -122,11 +124,15 @@ class MachineWatch:
                 "stalled_s": round(sum(s.seconds for s in self.stalls), 2),
                 "longest": None if self.longest is None else {
                     "at": time.strftime("%H:%M:%S", time.gmtime(self.longest.at)),
-                    "seconds": self.longest.seconds}}
+                    "seconds": self.longest.seconds},
+                "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}"}
 
     def line(self) -> str:
         longest = self.longest
-        return (f"steal {self.steal_pct:.1f} % of CPU time; "
-                + (f"{len(self.stalls)} stall(s) over {self.threshold:.0f} s, the longest "
-                   f"{longest.seconds:.1f} s at {time.strftime('%H:%M:%S', time.gmtime(longest.at))}"
-                   " UTC" if longest else f"no stall over {self.threshold:.0f} s"))
+        stalls = (f"{len(self.stalls)} stall(s) over {self.threshold:.0f} s, the longest "
+                  f"{longest.seconds:.1f} s at {time.strftime('%H:%M:%S', time.gmtime(longest.at))}"
+                  " UTC" if longest else f"no stall over {self.threshold:.0f} s")
+        text = f"steal {self.steal_pct:.1f} % of CPU time; {stalls}"
+        if self.error is not None:
+            text += f" (the watch stopped early: {type(self.error).__name__}: {self.error})"
+        return text

@@ -15,10 +15,10 @@ import argparse
 import os
 import re
 import sys
-import threading
 import time
 from pathlib import Path
 
+from karpenter_e2e.clusters.poller import Poller
 from karpenter_e2e.clusters.stalls import MachineWatch
 from karpenter_e2e.runners.children import Child, Children
 
@@ -32,13 +32,11 @@ def _load() -> float:
 
 def run_once(cmd: list[str], log: Path) -> dict:
     peak = [_load()]
-    done = threading.Event()
 
     def sample() -> None:
-        while not done.wait(5):
-            peak[0] = max(peak[0], _load())
+        peak[0] = max(peak[0], _load())
 
-    sampler = threading.Thread(target=sample, daemon=True)
+    sampler = Poller(sample, 5, name="soak-load", wait_first=True)
     start_load, t0 = _load(), time.monotonic()
     sampler.start()
     machine = MachineWatch().start()
@@ -54,7 +52,7 @@ def run_once(cmd: list[str], log: Path) -> dict:
     children = Children()
     with children.stopped_by_signals("soak"):  # the run takes its clusters down first
         rc = children.run(Child("soak", cmd, log, on_line=read))
-    done.set()
+    sampler.stop()
     machine.stop()
     return {"interrupted": children.interrupted.is_set(), "rc": 130 if rc is None else rc,
             "machine": machine.as_dict(),

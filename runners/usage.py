@@ -9,12 +9,13 @@ seconds per wall second, which is how runners/machine.py's figures were measured
 from __future__ import annotations
 
 import os
-import threading
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from karpenter_e2e.clusters.local import process
+from karpenter_e2e.clusters.poller import Poller
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -71,24 +72,24 @@ class LaneUsage:
 
 
 class Sampler:
-    """Samples every lane every ``interval`` seconds until stopped."""
+    """Samples every lane every ``interval`` seconds until stopped (on the one poller)."""
 
     def __init__(self, lanes: list[LaneUsage], interval: float = 5.0):
         self.lanes, self.interval = lanes, interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="lane-usage")
+        self._poller = Poller(self._tick, interval, name="lane-usage", wait_first=True)
         self.started = time.monotonic()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            for lane in self.lanes:
-                lane.sample()
+    def _tick(self) -> None:
+        for lane in self.lanes:
+            lane.sample()
 
     def start(self) -> Sampler:
-        self._thread.start()
+        self._poller.start()
         return self
 
     def stop(self) -> float:
-        self._stop.set()
-        self._thread.join(self.interval + 5)
+        self._poller.stop(self.interval + 5)
+        if self._poller.error is not None:  # the run's own report still gets written
+            print(f"e2e: sampling the lanes' usage stopped: {type(self._poller.error).__name__}: "
+                  f"{self._poller.error}", file=sys.stderr, flush=True)
         return time.monotonic() - self.started

@@ -84,3 +84,20 @@ def test_a_stall_in_a_tests_window_is_marked_on_its_timeline():
     watch.stalls = [Stall(timeline.started - 100, 5.0), Stall(time.time() - 1, 28.4)]
     mark_stalls(timeline, watch)
     assert [m.label for m in timeline.marks] == ["machine stalled 28s"]
+
+
+def test_a_watch_that_breaks_says_so_and_never_hides_the_run():
+    calls = iter([(0, 100)])
+
+    def jiffies():
+        return next(calls)  # the second read raises StopIteration: a broken /proc
+
+    watch = MachineWatch(interval=0.01, jiffies=jiffies).start()
+    watch._jiffies_at = (watch._jiffies_at[0] - 10, *watch._jiffies_at[1:])  # due at once
+    import time
+    deadline = time.monotonic() + 5
+    while watch._poller.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    watch.stop()  # raises nothing: the run's report is still written
+    assert "the watch stopped early: StopIteration" in watch.line()
+    assert watch.as_dict()["error"].startswith("StopIteration")
