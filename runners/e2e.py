@@ -97,9 +97,18 @@ class LaneRun:
         self.reports = reports
         own = [plugin_flag("cluster-name"), cluster_name] + (
             [plugin_flag("keep-cluster")] if cluster_opts else [])
-        for setting in lane.settings:  # its Karpenter's, and what its tests check they have
-            own += [plugin_flag("karpenter-setting"), setting]
         self.procs: list[Child] = []
+        # A settings lane's groups run one after another, each pytest on a Karpenter its
+        # plugin restarts with the group's settings (what its tests then check they have).
+        self.waiting: list[Child] = []
+        self.children: Children | None = None  # set by start()
+        for k, group in enumerate(lane.groups):
+            name = f"group{k + 1}"
+            settings = [a for s in group.settings for a in (plugin_flag("karpenter-setting"), s)]
+            self.waiting.append(Child(f"[c{lane.index + 1} {name}]", [
+                PY, "-m", "pytest", *[t.nodeid for t in group.tests], "-p", "no:xdist", *own,
+                *settings, plugin_flag("reports-dir"), str(reports / name), *args],
+                reports / name / "pytest.log", tee=True))
         if lane.chain:
             self.procs.append(Child(f"[c{lane.index + 1} chain]", [
                 PY, "-m", "pytest", *[t.nodeid for t in lane.chain], "-p", "no:xdist", *own,
@@ -144,11 +153,22 @@ class LaneRun:
 
     def start(self, children: Children) -> None:
         # None started once interrupted: the lane then has nothing left to wait for.
+        self.children = children
+        if self.waiting:
+            self.procs.append(self.waiting.pop(0))
         self.procs = [p for p in self.procs if children.start(p) is not None]
         self.usage.pytest_pids = [p.pid for p in self.procs if p.pid]
 
     def done(self) -> bool:
-        finished = all(p.done() for p in self.procs)
+        if self.waiting and self.children is not None and all(p.done() for p in self.procs):
+            # the next group's turn
+            started = self.children.start(self.waiting.pop(0))
+            if started is None:  # interrupted: no further group starts
+                self.waiting.clear()
+            else:
+                self.procs.append(started)
+                self.usage.pytest_pids = [p.pid for p in self.procs if p.pid]
+        finished = (not self.waiting or self.children is None) and all(p.done() for p in self.procs)
         if finished and not self.ended:
             self.ended = time.monotonic()
         return finished
@@ -239,22 +259,27 @@ def main(argv: list[str] | None = None) -> int:
     # The lanes get node ids already selected: a --karpenter-scenario filter would then name
     # ids that are not in a lane's share, which pytest refuses.
     _, args = _pop_option(args, plugin_flag("scenario"), "")
-    settings_lanes = sum(1 for lane in plan if lane.settings)
-    extra = f", plus {settings_lanes} for Karpenter settings" if settings_lanes else ""
+    settings_lanes = [lane for lane in plan if lane.groups]
+    extra = (f", plus {len(settings_lanes)} for {sum(len(lane.groups) for lane in settings_lanes)}"
+             f" sets of Karpenter settings" if settings_lanes else "")
     print(f"e2e: {len([t for t in tests if not t.skipped])} tests to run"
           f"{f' (shard {opts.shard})' if shard else ''} on {len(plan)} cluster(s): "
           f"{size.why}{extra}; planned {lanes.makespan(plan):.0f}s", flush=True)
     for lane in plan:
         kind = "serial (one test at a time)" if lane.serial else f"{lane.plain_workers} plain at once"
-        if lane.settings:
-            kind += f", Karpenter with {', '.join(lane.settings)}"
+        if lane.groups:
+            kind = "settings groups in turn, Karpenter restarted with each: " + "; ".join(
+                f"{', '.join(g.settings)} ({len(g.tests)} test(s))" for g in lane.groups)
+            print(f"e2e:   c{lane.index + 1}: {kind}; planned {lane.makespan:.0f}s", flush=True)
+            continue
         print(f"e2e:   c{lane.index + 1}: {kind}: {len(lane.chain)} + {len(lane.plain)} tests, "
               f"planned {lane.makespan:.0f}s", flush=True)
     (run_dir / "plan.json").write_text(json.dumps(
         [{"lane": f"c{lane.index + 1}", "plain_workers": lane.plain_workers,
-          "settings": list(lane.settings),
           "planned_s": round(lane.makespan, 1), "chain": [t.nodeid for t in lane.chain],
-          "plain": [t.nodeid for t in lane.plain]} for lane in plan], indent=1))
+          "plain": [t.nodeid for t in lane.plain],
+          "groups": [{"settings": list(g.settings), "tests": [t.nodeid for t in g.tests]}
+                     for g in lane.groups]} for lane in plan], indent=1))
     if opts.dry_run:
         return 0
     cluster_opts = _cluster_options(args, mode)

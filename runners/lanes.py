@@ -10,6 +10,11 @@ with xdist); a serial lane with room takes them too, one at a time.
 Tests are dealt longest first to whichever allowed worker frees first (LPT list
 scheduling); lane k starts ``k * start_gap`` seconds late, since clusters come up one at a
 time. The plan's makespan is the run's expected wall time.
+
+Tests that need Karpenter settings run in *groups*, one per distinct set, on settings lanes:
+one pytest per group, one after another, Karpenter restarted with the group's settings in
+between (the control plane stays: a cluster's control plane, not its Karpenter, is most of
+its CPU). As few settings lanes as keep the plan as short as one lane per group would.
 """
 
 from __future__ import annotations
@@ -34,6 +39,22 @@ class PlannedTest:
         object.__setattr__(self, "settings", tuple(sorted(self.settings)))
 
 
+# Seconds to stop a lane's Karpenter and start it with another group's settings: 1.2-2.7 s
+# at a load of 12 on 2 cores, against 68 s to bring a cluster up then (docs/measurements.md).
+RESTART_S = 3.0
+
+
+@dataclass
+class Group:
+    """Tests that need the same Karpenter settings: one pytest, on a Karpenter started with them."""
+    settings: tuple[str, ...]
+    tests: list[PlannedTest]
+
+    @property
+    def seconds(self) -> float:
+        return sum(t.seconds for t in self.tests)
+
+
 @dataclass
 class Lane:
     index: int
@@ -43,7 +64,8 @@ class Lane:
     plain: list[PlannedTest] = field(default_factory=list)
     chain_end: float = 0.0
     plain_free: list[float] = field(default_factory=list)
-    settings: tuple[str, ...] = ()  # its Karpenter's settings (KEY=VALUE), beyond defaults
+    # A settings lane's groups, run in turn (KEY=VALUE beyond the release's defaults)
+    groups: list[Group] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.chain_end = self.start
@@ -55,7 +77,16 @@ class Lane:
 
     @property
     def tests(self) -> list[PlannedTest]:
-        return self.chain + self.plain
+        return self.chain + self.plain + [t for g in self.groups for t in g.tests]
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """What its Karpenter is brought up with: a settings lane's first group's settings."""
+        return self.groups[0].settings if self.groups else ()
+
+    def place_group(self, group: Group) -> None:
+        self.chain_end += (RESTART_S if self.groups else 0.0) + group.seconds
+        self.groups.append(group)
 
     @property
     def makespan(self) -> float:
@@ -128,25 +159,35 @@ def deal(tests: list[PlannedTest], clusters: int, workers: int,
          start_gap: float = 0.0) -> list[Lane]:
     """Deal the tests to ``clusters`` lanes: as many serial lanes as give the shortest plan
     (at least one when a test must run alone), the others running ``workers`` plain tests at
-    once. Tests needing Karpenter settings get a serial lane per distinct set, started with
-    them, on top of the ``clusters`` (they are few and short: taking lanes from the rest
-    lengthened the plan from 240 s to 315 s). Lanes left with no test are dropped (no cluster
-    is started for them); skipped tests go to the first lane's chain."""
+    once. Tests needing Karpenter settings run in groups on settings lanes, on top of the
+    ``clusters`` (they are few and short: taking lanes from the rest lengthened the plan from
+    240 s to 315 s): as few lanes as keep the plan no longer than one lane per group would.
+    Lanes left with no test are dropped (no cluster is started for them); skipped tests go to
+    the first lane's chain."""
     if clusters < 1 or workers < 1:
         raise PlanError(f"need at least one cluster and one worker (got {clusters} and {workers})")
-    groups: dict[tuple[str, ...], list[PlannedTest]] = {}
+    by_settings: dict[tuple[str, ...], list[PlannedTest]] = {}
     for t in _longest_first([t for t in tests if not t.skipped and t.settings]):
-        groups.setdefault(t.settings, []).append(t)
+        by_settings.setdefault(t.settings, []).append(t)
+    groups = [Group(s, ts) for s, ts in sorted(by_settings.items())]
     rest = [t for t in tests if not t.settings or t.skipped]
     lanes = _deal_default(rest, clusters, workers, start_gap) \
         if any(not t.skipped for t in rest) or not groups else []
-    for settings, group in sorted(groups.items()):
-        lane = Lane(len(lanes), 0, start=len(lanes) * start_gap, settings=settings)
-        for t in group:
-            lane.place_on_chain(t)
-        lanes.append(lane)
+    if groups:
+        options = [_settings_lanes(groups, m, len(lanes), start_gap)
+                   for m in range(1, len(groups) + 1)]
+        one_each = makespan(lanes + options[-1])
+        lanes += next(o for o in options if makespan(lanes + o) <= one_each + 1e-6)
     if not any(not t.skipped for t in rest) and groups:
         lanes[0].chain += sorted((t for t in rest if t.skipped), key=lambda t: t.nodeid)
+    return lanes
+
+
+def _settings_lanes(groups: list[Group], m: int, first: int, start_gap: float) -> list[Lane]:
+    """``groups`` on ``m`` serial lanes, longest first to the lane that frees first."""
+    lanes = [Lane(first + k, 0, start=(first + k) * start_gap) for k in range(m)]
+    for g in sorted(groups, key=lambda g: (-g.seconds, g.settings)):
+        min(lanes, key=lambda lane: (lane.chain_end, lane.index)).place_group(g)
     return lanes
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -142,3 +144,68 @@ def test_the_room_lets_readers_share_and_a_writer_in_alone(tmp_path):
     assert w_start >= max(r_end)  # the writer waited for both to leave
     with room(path, exclusive=True):  # and the room is free again
         pass
+
+
+def _settings_test(name: str, seconds: float, setting: str) -> PlannedTest:
+    return PlannedTest(f"suites/test_s.py::{name}", seconds, settings=(setting,))
+
+
+def test_settings_groups_share_lanes_as_long_as_the_plan_does_not_lengthen():
+    # The default lanes take 300 s; eight short groups fit on far fewer than eight lanes.
+    default = [t(f"d{k}", 100) for k in range(12)]
+    groups = [_settings_test(f"s{k}", 30 + 10 * k, f"OPTION_{k}=on") for k in range(8)]
+    plan = lanes.deal(default + groups, clusters=1, workers=4, start_gap=8)
+    settings_lanes = [lane for lane in plan if lane.groups]
+    assert 1 < len(settings_lanes) < 8
+    one_each = lanes.makespan([lane for lane in plan if not lane.groups]
+                              + lanes._settings_lanes(
+                                  [lanes.Group(g.settings, [g]) for g in groups], 8, 1, 8))
+    assert lanes.makespan(plan) <= one_each
+    dealt = [(g.settings, [x.nodeid for x in g.tests]) for lane in settings_lanes
+             for g in lane.groups]
+    assert sorted(dealt) == sorted(((g.settings, [g.nodeid]) for g in groups))
+    for lane in settings_lanes:  # a restart between groups, none before the first
+        assert lane.makespan == pytest.approx(lane.start + sum(g.seconds for g in lane.groups)
+                                              + lanes.RESTART_S * (len(lane.groups) - 1))
+        assert lane.settings == lane.groups[0].settings and lane.serial
+    assert [lane.index for lane in plan] == list(range(len(plan)))
+
+
+def test_a_settings_lane_runs_its_groups_in_turn_and_is_done_after_the_last(tmp_path):
+    from karpenter_e2e.runners.children import Children
+    from karpenter_e2e.runners.e2e import LaneRun
+    lane = lanes.Lane(0, 0)
+    lane.place_group(lanes.Group(("A=1",), [_settings_test("a", 1, "A=1")]))
+    lane.place_group(lanes.Group(("B=2",), [_settings_test("b", 1, "B=2")]))
+    run = LaneRun(lane, "lane-c1", tmp_path, ["-q"], None)
+    assert [c.tag for c in run.waiting] == ["[c1 group1]", "[c1 group2]"]
+    assert run.waiting[1].cmd[run.waiting[1].cmd.index("--karpenter-setting") + 1] == "B=2"
+    for child in run.waiting:  # a stand-in for each group's pytest
+        child.cmd = [sys.executable, "-c", "pass"]
+    assert run.done() and run.procs == []  # never started (interrupted first): nothing runs
+    children = Children()
+    run.start(children)
+    assert [c.tag for c in run.procs] == ["[c1 group1]"]
+    deadline = time.monotonic() + 30
+    while not run.done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [c.tag for c in run.procs] == ["[c1 group1]", "[c1 group2]"]
+    assert all(c.code == 0 for c in run.procs) and run.done()
+
+
+def test_no_further_group_starts_once_interrupted(tmp_path):
+    from karpenter_e2e.runners.children import Children
+    from karpenter_e2e.runners.e2e import LaneRun
+    lane = lanes.Lane(0, 0)
+    for name in ("A=1", "B=2"):
+        lane.place_group(lanes.Group((name,), [_settings_test(name, 1, name)]))
+    run = LaneRun(lane, "lane-c1", tmp_path, [], None)
+    for child in run.waiting:
+        child.cmd = [sys.executable, "-c", "pass"]
+    children = Children()
+    run.start(children)
+    children.interrupted.set()
+    deadline = time.monotonic() + 30
+    while not run.done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [c.tag for c in run.procs] == ["[c1 group1]"] and run.waiting == []

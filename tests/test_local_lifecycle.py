@@ -93,6 +93,23 @@ def test_a_cluster_left_by_a_crashed_run_is_reused_or_cleaned(make_cluster):
     assert set(fresh._component_pids().values()).isdisjoint(pids.values())
 
 
+def test_new_settings_on_a_kept_cluster_restart_only_karpenter(make_cluster, caplog):
+    first = make_cluster("settings")
+    first.up()
+    pids = first._component_pids()
+    changed = LocalCluster(first.name, settings={"BATCH_IDLE_DURATION": "2s"})
+    info = changed.up(reuse=True)
+    now = changed._component_pids()
+    assert now["karpenter"] != pids["karpenter"]
+    assert {k: v for k, v in now.items() if k != "karpenter"} == \
+        {k: v for k, v in pids.items() if k != "karpenter"}  # the control plane stayed
+    assert info.karpenter_settings == {"BATCH_IDLE_DURATION": "2s"}
+    environ = Path(f"/proc/{now['karpenter']}/environ").read_bytes().split(b"\0")
+    assert b"BATCH_IDLE_DURATION=2s" in environ
+    assert "Karpenter restarted with BATCH_IDLE_DURATION=2s (it ran with the release's " \
+           "defaults)" in caplog.text
+
+
 def test_karpenter_exiting_at_start_shows_its_log_tail(make_cluster, monkeypatch):
     monkeypatch.setenv("KARPENTER_LOG_LEVEL", "shouting")  # Karpenter rejects it and exits
     c = make_cluster("kexit")

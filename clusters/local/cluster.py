@@ -286,6 +286,12 @@ class LocalCluster:
                        self._state().get("catalogue_selection", "curated"))
             wanted = (self.karpenter_version, self._build_name(), self.kubernetes_version,
                       ksettings.render(self.settings), self.catalogue_selection)
+            if running != wanted and reuse and st.running \
+                    and running[:3] + running[4:] == wanted[:3] + wanted[4:] and self._healthy():
+                # Only the settings differ: what an operator does with new Helm values (the
+                # control plane stays, Karpenter restarts with them).
+                self.restart_karpenter()
+                return self.info()
             if running != wanted:
                 reuse = False  # never hand a test a Karpenter other than the one it asked for
                 log.warning("local cluster %r runs Karpenter %s (%s) on Kubernetes %s with %s "
@@ -628,6 +634,17 @@ class LocalCluster:
         self.stop_karpenter()
         self.start_karpenter(version)
         self.karpenter_version = version
+
+    def restart_karpenter(self) -> None:
+        """Karpenter stopped and started again with this cluster's settings (the same
+        release and build): the cluster's nodes and objects stay."""
+        before = ksettings.render(self._state().get("karpenter_settings", {}))
+        started = time.monotonic()
+        self.stop_karpenter()
+        self.start_karpenter()
+        log.warning("local cluster %r: Karpenter restarted with %s (it ran with %s) in %.1fs",
+                    self.name, ksettings.render(self.settings), before,
+                    time.monotonic() - started)
 
     def _karpenter_ready(self) -> bool:
         state = self._state()
