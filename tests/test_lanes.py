@@ -163,7 +163,7 @@ def test_settings_groups_share_lanes_as_long_as_the_plan_does_not_lengthen():
     assert lanes.makespan(plan) <= one_each
     dealt = [(g.settings, [x.nodeid for x in g.tests]) for lane in settings_lanes
              for g in lane.groups]
-    assert sorted(dealt) == sorted(((g.settings, [g.nodeid]) for g in groups))
+    assert sorted(dealt) == sorted((g.settings, [g.nodeid]) for g in groups)
     for lane in settings_lanes:  # a restart between groups, none before the first
         assert lane.makespan == pytest.approx(lane.start + sum(g.seconds for g in lane.groups)
                                               + lanes.RESTART_S * (len(lane.groups) - 1))
