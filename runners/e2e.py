@@ -168,6 +168,8 @@ class LaneRun:
             else:
                 self.procs.append(started)
                 self.usage.pytest_pids = [p.pid for p in self.procs if p.pid]
+                print(f"e2e: {started.tag} starts (its pytest restarts Karpenter with its settings)",
+                      flush=True)
         finished = (not self.waiting or self.children is None) and all(p.done() for p in self.procs)
         if finished and not self.ended:
             self.ended = time.monotonic()

@@ -40,8 +40,9 @@ class PlannedTest:
 
 
 # Seconds to stop a lane's Karpenter and start it with another group's settings: 1.2-2.7 s
-# at a load of 12 on 2 cores, against 68 s to bring a cluster up then (docs/measurements.md).
-RESTART_S = 3.0
+# at a 1-minute load of 12 on 2 cores (68 s to bring a cluster up then), 6.3 and 12.6 s at
+# about 20 (docs/measurements.md).
+RESTART_S = 6.0
 
 
 @dataclass
