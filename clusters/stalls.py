@@ -23,6 +23,10 @@ STALL_S = 1.0
 STEAL_EVERY_S = 5.0
 
 
+def _utc(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(t))
+
+
 def cpu_jiffies(stat: Path = Path("/proc/stat")) -> tuple[int, int]:
     """(steal, total) jiffies of all CPUs since boot, from /proc/stat's first line."""
     fields = stat.read_text().split("\n", 1)[0].split()
@@ -113,7 +117,7 @@ class MachineWatch:
         share = "steal not sampled yet" if steal is None else f"steal {steal:.1f} % of CPU time"
         if not stalls:
             return f"the machine meanwhile: {share}; no stall over {self.threshold:.0f} s"
-        listed = ", ".join(f"{s.seconds:.1f} s at {time.strftime('%H:%M:%S', time.gmtime(s.at))}"
+        listed = ", ".join(f"{s.seconds:.1f} s at {_utc(s.at)}"
                            for s in stalls)
         return (f"the machine meanwhile: {share}; STALLED {sum(s.seconds for s in stalls):.1f} s "
                 f"({listed} UTC): a 0.25 s sleep of this process woke that late, so the machine "
@@ -123,14 +127,14 @@ class MachineWatch:
         return {"steal_pct": round(self.steal_pct, 2), "stalls": len(self.stalls),
                 "stalled_s": round(sum(s.seconds for s in self.stalls), 2),
                 "longest": None if self.longest is None else {
-                    "at": time.strftime("%H:%M:%S", time.gmtime(self.longest.at)),
+                    "at": _utc(self.longest.at),
                     "seconds": self.longest.seconds},
                 "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}"}
 
     def line(self) -> str:
         longest = self.longest
         stalls = (f"{len(self.stalls)} stall(s) over {self.threshold:.0f} s, the longest "
-                  f"{longest.seconds:.1f} s at {time.strftime('%H:%M:%S', time.gmtime(longest.at))}"
+                  f"{longest.seconds:.1f} s at {_utc(longest.at)}"
                   " UTC" if longest else f"no stall over {self.threshold:.0f} s")
         text = f"steal {self.steal_pct:.1f} % of CPU time; {stalls}"
         if self.error is not None:

@@ -154,9 +154,13 @@ class LaneRun:
     def start(self, children: Children) -> None:
         # None started once interrupted: the lane then has nothing left to wait for.
         self.children = children
-        if self.waiting:
-            self.procs.append(self.waiting.pop(0))
-        self.procs = [p for p in self.procs if children.start(p) is not None]
+        procs = self.procs + self.waiting[:1]
+        del self.waiting[:1]
+        self.procs = []
+        self._started([p for p in procs if children.start(p) is not None])
+
+    def _started(self, procs: list[Child]) -> None:
+        self.procs += procs
         self.usage.pytest_pids = [p.pid for p in self.procs if p.pid]
 
     def done(self) -> bool:
@@ -166,8 +170,7 @@ class LaneRun:
             if started is None:  # interrupted: no further group starts
                 self.waiting.clear()
             else:
-                self.procs.append(started)
-                self.usage.pytest_pids = [p.pid for p in self.procs if p.pid]
+                self._started([started])
                 print(f"e2e: {started.tag} starts (its pytest restarts Karpenter with its settings)",
                       flush=True)
         finished = (not self.waiting or self.children is None) and all(p.done() for p in self.procs)
