@@ -84,7 +84,9 @@ def test_run_stops_a_child_past_its_timeout(tmp_path):
     child = Child("slow", [sys.executable, "-c", CHILD, "stops"], tmp_path / "s.log")
     with pytest.raises(subprocess.TimeoutExpired):
         children.run(child, timeout=1)
-    assert child.code == 3 and not children.running
+    # SIGINT, not SIGKILL: either its handler ran (3) or, on a machine so loaded that Python
+    # had not installed the handler within the second, SIGINT's default action ended it.
+    assert child.code in (3, -signal.SIGINT) and not children.running
 
 
 def test_a_child_started_with_sigint_ignored_still_gets_it(tmp_path):
