@@ -126,21 +126,40 @@ def test_the_room_lets_readers_share_and_a_writer_in_alone(tmp_path):
 
     from karpenter_e2e.clusters.filelock import room
     path = tmp_path / "c.share"
+    go = tmp_path / "go"
+    # Each holder says when it is in, and leaves only once the test says go: the readers are
+    # both in at once however slowly the machine starts them.
     holder = ("import sys, time; from pathlib import Path; "
               "from karpenter_e2e.clusters.filelock import room\n"
               "with room(Path(sys.argv[1]), exclusive=sys.argv[2] == 'x'):\n"
-              "    Path(sys.argv[3]).write_text(str(time.time())); time.sleep(1.0)\n"
+              "    Path(sys.argv[3]).write_text(str(time.time()))\n"
+              "    deadline = time.monotonic() + 30\n"
+              "    while not Path(sys.argv[4]).exists() and time.monotonic() < deadline:\n"
+              "        time.sleep(0.02)\n"
               "    Path(sys.argv[3] + '.end').write_text(str(time.time()))\n")
-    procs = [subprocess.Popen([sys.executable, "-c", holder, str(path), kind, str(tmp_path / n)])
-             for kind, n in (("s", "r1"), ("s", "r2"))]
-    time.sleep(0.3)
-    writer = subprocess.Popen([sys.executable, "-c", holder, str(path), "x", str(tmp_path / "w")])
-    for p in [*procs, writer]:
-        assert p.wait(20) == 0
-    r_start = [float((tmp_path / n).read_text()) for n in ("r1", "r2")]
+
+    def start(kind: str, name: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", holder, str(path), kind,
+                                 str(tmp_path / name), str(go)])
+
+    def inside(*names: str) -> bool:
+        deadline = time.monotonic() + 20
+        while not all((tmp_path / n).exists() for n in names):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    readers = [start("s", "r1"), start("s", "r2")]
+    assert inside("r1", "r2")  # the readers share the room
+    writer = start("x", "w")
+    time.sleep(0.5)  # the writer's chance to enter wrongly while the readers are in
+    assert not (tmp_path / "w").exists()
+    go.write_text("")
+    for p in [*readers, writer]:
+        assert p.wait(30) == 0
     r_end = [float((tmp_path / f"{n}.end").read_text()) for n in ("r1", "r2")]
     w_start = float((tmp_path / "w").read_text())
-    assert abs(r_start[0] - r_start[1]) < 0.9  # the readers shared the room
     assert w_start >= max(r_end)  # the writer waited for both to leave
     with room(path, exclusive=True):  # and the room is free again
         pass
