@@ -283,5 +283,5 @@ def _write_diff(pair, base: Base, head: dict) -> str:
 
 
 def _default_version(mode: str) -> str:
-    from karpenter_e2e.clusters.local import versions
+    from karpenter_e2e.clusters.infra import versions
     return versions.AWS_PROVIDER if mode == "aws-sim" else versions.KARPENTER

@@ -171,7 +171,7 @@ def _catalogue(path: Path, value) -> str | None:
     """`catalogue:`: a catalogue selection (curated, full, families=F,... [:max-vcpu=N])."""
     if value is None:
         return None
-    from karpenter_e2e.clusters.local.catalogue_full import parse_selection
+    from karpenter_e2e.clusters.infra.catalogue_full import parse_selection
     try:
         return str(parse_selection(str(value)))
     except ValueError as exc:

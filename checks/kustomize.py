@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from karpenter_e2e.clusters.errors import CommandTimeout
-from karpenter_e2e.clusters.local import build, process
+from karpenter_e2e.clusters.infra import build, process
 
 FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 GROUP = "kustomize.config.k8s.io"

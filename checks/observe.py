@@ -351,7 +351,7 @@ def pod_requirements(pod) -> list[dict]:
 
 def catalogue_gaps(pod_reqs: list[dict], bundle: Bundle | None, catalogue: set[str]) -> list[str]:
     """What the pod and the folder's NodePools pin to that the fake catalogue lacks."""
-    from karpenter_e2e.clusters.local.catalogue import missing
+    from karpenter_e2e.clusters.infra.catalogue import missing
     gaps = missing(pod_reqs, catalogue)
     for pool in bundle.nodepools if bundle else []:
         spec = ((pool.body.get("spec") or {}).get("template") or {}).get("spec") or {}

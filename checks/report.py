@@ -39,8 +39,8 @@ def price_sources(mode: str, catalogue: str | None = None) -> dict[str, list[str
     for a node's label in a picture, the sentence]. Spot prices are modelled in both modes
     (and in every local catalogue selection, ``catalogue``)."""
     if mode == "local":
-        from karpenter_e2e.clusters.local.catalogue import SPOT_DISCOUNT as RANGE
-        from karpenter_e2e.clusters.local.catalogue_full import on_demand_source
+        from karpenter_e2e.clusters.infra.catalogue import SPOT_DISCOUNT as RANGE
+        from karpenter_e2e.clusters.infra.catalogue_full import on_demand_source
         return {"on-demand": ["list price", on_demand_source(catalogue)],
                 "spot": ["modelled", f"modelled, {RANGE[0]:.0%}-{RANGE[1]:.0%} of on-demand per "
                                      "type and zone (not EC2's spot prices)"]}

@@ -493,7 +493,7 @@ def _catalogue_summary(path: Path | None, selection: str | None = None) -> str:
         text = f"selection {selection or 'curated'}, {count} instance types ({path})"
     except (OSError, ValueError) as exc:
         return f"{path}: unreadable ({type(exc).__name__})"
-    from karpenter_e2e.clusters.local import catalogue_full
+    from karpenter_e2e.clusters.infra import catalogue_full
     if selection and catalogue_full.parse_selection(selection).needs_full:
         try:  # parsed when the cluster wrote the file: read from the cache
             text += f"; {catalogue_full.load_full().source()}"

@@ -12,7 +12,7 @@ from karpenter_e2e.clusters import karpenter_settings
 from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import cli_flag
-from karpenter_e2e.clusters.local import versions
+from karpenter_e2e.clusters.infra import versions
 
 MODES = ("local", "aws-sim", "kind", "eks")
 
@@ -118,7 +118,7 @@ class ClusterOptions:
 
 
 def _catalogue_exclude(opts: ClusterOptions):
-    from karpenter_e2e.clusters.local import catalogue
+    from karpenter_e2e.clusters.infra import catalogue
     spec = opts.catalogue_without
     if not spec:
         return None
@@ -131,7 +131,7 @@ def _catalogue_exclude(opts: ClusterOptions):
 def _catalogue_selection(opts: ClusterOptions, flag: Callable[[str], str]) -> str:
     """The catalogue selection, checked for syntax (its types are read when the cluster
     prepares its catalogue: the full one may need the provider module downloaded)."""
-    from karpenter_e2e.clusters.local import catalogue_full
+    from karpenter_e2e.clusters.infra import catalogue_full
     try:
         return str(catalogue_full.parse_selection(opts.catalogue))
     except ValueError as exc:

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     try:
         if args.command == "build":
-            from karpenter_e2e.clusters.local import build, kube_releases
+            from karpenter_e2e.clusters.infra import build, kube_releases
             paths = build.build_all()
             # Also the release and Kubernetes asked for, so a machine can be readied for them.
             kube = kube_releases.resolve(args.kubernetes_version, args.karpenter_version)

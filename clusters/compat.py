@@ -6,7 +6,7 @@ It is the AWS provider's table; its versions are the core releases' (sigs.k8s.io
 vX.Y.Z ships with the AWS provider vX.Y.Z). Releases v1.15 and later are not in that
 snapshot: they inherit v1.14's range, which was not read for them (``Support.inherited``).
 
-A release runs on a control plane inside its own range (clusters/local/kube_releases.py
+A release runs on a control plane inside its own range (clusters/infra/kube_releases.py
 refuses any other before a cluster starts); by default on the newest served minor inside it.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from karpenter_e2e.clusters.local.versions import semver
+from karpenter_e2e.clusters.infra.versions import semver
 
 SOURCE = ("aws/karpenter-provider-aws hack/docs/compatibilitymatrix_gen/compatibility.yaml "
           "@ 1d927085dd81")

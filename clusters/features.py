@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from karpenter_e2e.clusters.local.versions import semver
+from karpenter_e2e.clusters.infra.versions import semver
 
 OLDEST = "v1.0.8"  # the oldest served v1 release: a feature there is in every release we run
 NODEPOOL_CRD = "pkg/apis/crds/karpenter.sh_nodepools.yaml"

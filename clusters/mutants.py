@@ -11,7 +11,7 @@ module the diff applies to (``sigs.k8s.io/karpenter``, core, by default; or
 ``github.com/aws/karpenter-provider-aws``, whose mutants run in aws-sim mode only).
 
 This module reads and checks them and applies one to a writable copy of the module;
-building and running live in ``clusters.local.build`` and ``runners.mutant_matrix``.
+building and running live in ``clusters.infra.build`` and ``runners.mutant_matrix``.
 """
 
 from __future__ import annotations
@@ -113,8 +113,8 @@ def parse(path: Path) -> Mutant:
 
 def _check_version(name: str, version: str) -> None:
     """The header's ``version:``: any release from v1.0 on (whether the module proxy serves
-    it is checked when it is built, clusters/local/releases.py)."""
-    from karpenter_e2e.clusters.local import releases, versions
+    it is checked when it is built, clusters/infra/releases.py)."""
+    from karpenter_e2e.clusters.infra import releases, versions
     try:
         key = versions.semver(version)
     except ValueError:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import versions as local_versions
+from karpenter_e2e.clusters.infra import versions as local_versions
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Children
 from karpenter_e2e.runners.matrix import BadInput, Cell
@@ -203,7 +203,7 @@ def module_diff(old: Path, new: Path) -> list[Change]:
 
 
 def module_dir(version: str) -> Path:
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     return build.download_karpenter(version)  # go mod download -json ...@version: its Dir
 
 

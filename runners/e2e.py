@@ -29,7 +29,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.flags import adder, plugin_flag
-from karpenter_e2e.clusters.local import build
+from karpenter_e2e.clusters.infra import build
 from karpenter_e2e.clusters.stalls import MachineWatch
 from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import lanes, machine, merge, usage

@@ -47,7 +47,7 @@ from pathlib import Path
 from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
-from karpenter_e2e.clusters.local import kube_releases, releases, versions as local_versions
+from karpenter_e2e.clusters.infra import kube_releases, releases, versions as local_versions
 from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import collect
 from karpenter_e2e.runners.children import Child, Children
@@ -480,7 +480,7 @@ _BUILD_LOCK = threading.Lock()  # one Karpenter build at a time (the cache's fil
 def prebuild(column: str) -> float:
     """The release's binary and its column's control plane before its run (one build at a
     time here; a cached one costs nothing). Returns the seconds it took."""
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     release, kube = split_column(column)
     with _BUILD_LOCK:
         t0 = time.monotonic()

@@ -29,7 +29,7 @@ from pathlib import Path
 from karpenter_e2e.clusters import mutants as mutants_mod
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
-from karpenter_e2e.clusters.local import build
+from karpenter_e2e.clusters.infra import build
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.runners import lanes
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c

@@ -25,7 +25,7 @@ from pathlib import Path
 from karpenter_e2e.clusters import backends, compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
-from karpenter_e2e.clusters.local import build, kube_releases, releases, versions
+from karpenter_e2e.clusters.infra import build, kube_releases, releases, versions
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from karpenter_e2e.clusters.local import process
+from karpenter_e2e.clusters.infra import process
 from karpenter_e2e.clusters.poller import Poller
 
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -57,7 +57,7 @@ def bare_apiserver(tmp_path_factory):
     CEL rules, in a few seconds. Yields a kubectl runner bound to its kubeconfig."""
     import subprocess
 
-    from karpenter_e2e.clusters.local import build, process
+    from karpenter_e2e.clusters.infra import build, process
     from karpenter_e2e.clusters.waits import Observation, eventually
 
     work = tmp_path_factory.mktemp("apiserver")
@@ -129,7 +129,7 @@ def pytest_sessionfinish(session, exitstatus):
     leave nothing in the cache. A red one keeps them: they are what shows why."""
     import os
 
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     if exitstatus != 0:
         return
     root = build.cache_dir() / "clusters"

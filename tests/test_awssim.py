@@ -12,7 +12,7 @@ from moto.backends import get_backend
 
 from karpenter_e2e.clusters.awssim import build as awsbuild, moto_ext, seed
 from karpenter_e2e.clusters.awssim.registrar import node_for, parse_bootstrap
-from karpenter_e2e.clusters.local import versions
+from karpenter_e2e.clusters.infra import versions
 
 REGION = "us-west-2"
 ZONES = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"]
@@ -196,7 +196,7 @@ def test_pids_using_matches_the_run_directory_as_a_whole_path(tmp_path):
     import subprocess
     import sys
 
-    from karpenter_e2e.clusters.local import process
+    from karpenter_e2e.clusters.infra import process
 
     short, longer = tmp_path / "karpenter-e2e", tmp_path / "karpenter-e2e-awssim"
     procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", str(d / "bin")])

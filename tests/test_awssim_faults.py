@@ -22,7 +22,7 @@ import boto3
 import pytest
 
 from karpenter_e2e.clusters.awssim.cluster import REGION, AwsSimCluster
-from karpenter_e2e.clusters.local import process
+from karpenter_e2e.clusters.infra import process
 from karpenter_e2e.clusters.waits import Observation, eventually
 
 ROOT = Path(__file__).resolve().parent.parent

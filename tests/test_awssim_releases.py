@@ -10,7 +10,7 @@ import pytest
 
 from karpenter_e2e.clusters.awssim import build as awsbuild, provider_releases as pr
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import versions
+from karpenter_e2e.clusters.infra import versions
 
 # The shape of upstream's go.mod: v1.12.0 (a module replace of its own), v1.13.1 (a patch
 # release on an older core), v1.14.1 (a core pseudo-version, never a release).

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters.local import releases
+from karpenter_e2e.clusters.infra import releases
 from karpenter_e2e.runners import bisect, matrix
 from karpenter_e2e.runners.matrix import BadInput, Cell
 

@@ -3,7 +3,7 @@
 import pytest
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import build, versions
+from karpenter_e2e.clusters.infra import build, versions
 
 
 def test_every_binary_is_keyed_by_version_in_the_user_cache(tmp_path, monkeypatch):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from karpenter_e2e.clusters.local import catalogue
-from karpenter_e2e.clusters.local.catalogue_table import TYPES, ZONES
+from karpenter_e2e.clusters.infra import catalogue
+from karpenter_e2e.clusters.infra.catalogue_table import TYPES, ZONES
 from karpenter_e2e.clusters.requirements import satisfies
 from karpenter_e2e.fixtures.nodepools import load_spec
 

@@ -10,8 +10,8 @@ from karpenter_e2e.checks import report
 from karpenter_e2e.checks.expectations import ExpectError, load
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import catalogue, catalogue_full
-from karpenter_e2e.clusters.local.catalogue_table import TYPES
+from karpenter_e2e.clusters.infra import catalogue, catalogue_full
+from karpenter_e2e.clusters.infra.catalogue_table import TYPES
 
 DATA = Path(__file__).parent / "data" / "catalogue"
 

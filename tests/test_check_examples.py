@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from karpenter_e2e.clusters.local import build, process
+from karpenter_e2e.clusters.infra import build, process
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -175,7 +175,7 @@ def test_bad_input_exits_2_before_anything_starts(tmp_path):
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "bad input, nothing started" in proc.stderr and "pool.yaml (document 0)" in proc.stderr
-    from karpenter_e2e.clusters.local import build, process
+    from karpenter_e2e.clusters.infra import build, process
     run_dir = build.cache_dir() / "clusters" / name
     assert not run_dir.exists()
     assert not process.pids_using(str(run_dir))
@@ -199,7 +199,7 @@ def test_a_setting_the_release_does_not_read_is_bad_input_before_anything_starts
     assert proc.returncode == 2, proc.stderr
     assert "MIN_VALUE_POLICY: Karpenter v1.15.0 has no such option or feature gate; it reads" \
         in proc.stderr and "MIN_VALUES_POLICY" in proc.stderr
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     assert not (build.cache_dir() / "clusters" / name).exists()
 
 
@@ -420,7 +420,7 @@ EXAMPLE_POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: w}\nspec: {containers
 
 
 def test_a_family_or_type_the_catalogue_lacks_is_named():
-    from karpenter_e2e.clusters.local import catalogue
+    from karpenter_e2e.clusters.infra import catalogue
     local = {t.name for t in catalogue.TYPES}
     reqs = [{"key": "karpenter.k8s.aws/instance-family", "operator": "In",
              "values": ["c6gd", "c6i", "c9zz"]},

@@ -109,7 +109,7 @@ def test_the_mistakes_exit_2_before_anything_starts(tmp_path):
     assert "bad input, nothing started" in proc.stderr and "expect.yaml:11: steps[7]" in \
         proc.stderr
     assert not (tmp_path / "r").exists()
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     assert not (build.cache_dir() / "clusters" / name).exists()
 
 

@@ -61,7 +61,7 @@ def pool_folder(tmp_path: Path) -> Path:
 def kubectl() -> Path:
     """The harness's kubectl, as check renders with it (built on first use, as for a
     cluster; cached in ~/.cache/karpenter-e2e/bin)."""
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     return build.build(build.find("kubectl"))
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters.local import build
+from karpenter_e2e.clusters.infra import build
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "data" / "check"

@@ -4,7 +4,7 @@ pinned versions know the gates (an unknown gate would silently do nothing)."""
 import pytest
 
 from karpenter_e2e.clusters.awssim.cluster import AwsSimCluster
-from karpenter_e2e.clusters.local import build, versions
+from karpenter_e2e.clusters.infra import build, versions
 from karpenter_e2e.clusters.local.cluster import FEATURE_GATES, LocalCluster
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from karpenter_e2e.clusters import features
-from karpenter_e2e.clusters.local import releases
+from karpenter_e2e.clusters.infra import releases
 from karpenter_e2e.fixtures.nodepools import for_version
 
 SERVED = ["v1.0.8", "v1.1.5", "v1.5.5", "v1.6.4", "v1.9.0", "v1.10.0", "v1.11.0", "v1.11.1",
@@ -270,7 +270,7 @@ def test_the_gate_table_matches_the_releases_options(version):
 def test_releases_without_offering_labels_get_them_backported():
     """v1.0.8 and v1.1.5's KWOK provider puts only an offering's zone and capacity type on a
     node; the harness's patch gives it v1.5.5's offering labels, and applies to both."""
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     patch = build.OFFERING_LABELS_PATCH.read_text()
     new = module("v1.5.5")
     if new.is_dir():

@@ -141,7 +141,7 @@ def test_aws_sim_reads_no_core_module_for_settings(monkeypatch):
     """A provider release's own version need not be a served core release (v1.13.1's core is
     v1.13.0): aws-sim's option check must not download sigs.k8s.io/karpenter at that version."""
     from karpenter_e2e.clusters.awssim.cluster import AwsSimCluster
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
 
     def refuse(version):
         raise AssertionError(f"downloaded core {version}")

@@ -199,7 +199,7 @@ def test_start_kwok_runs_kwok_against_kinds_kubeconfig(cluster, monkeypatch, tmp
 def test_real_kwok_module_has_the_stage_files():
     # The paths above are the kwok module's; fail here, not at bring-up, if they move.
     # Read from the module cache only (local mode's builds put kwok there): no network.
-    from karpenter_e2e.clusters.local import versions
+    from karpenter_e2e.clusters.infra import versions
     if not shutil.which("go"):
         pytest.skip("no Go on PATH, so no module cache")
     modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True,

@@ -11,7 +11,7 @@ import pytest
 
 from karpenter_e2e.clusters import backends, compat
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import build, kube_releases, releases, versions
+from karpenter_e2e.clusters.infra import build, kube_releases, releases, versions
 from karpenter_e2e.runners import matrix
 
 GO_LIST = ("k8s.io/kubernetes v1.13.0 v1.29.6 v1.30.4 v1.30.14 v1.31.0 v1.31.14 v1.32.2 "
@@ -218,7 +218,7 @@ def test_an_upgrade_to_a_release_that_does_not_support_the_running_minor_is_refu
 
 PROXY = "https://proxy.golang.org/k8s.io"
 TIDY_403 = (
-    "go: karpenter-e2e/clusters/local/gomod/kubernetes imports\n"
+    "go: karpenter-e2e/clusters/infra/gomod/kubernetes imports\n"
     "\tk8s.io/kubernetes/pkg/controller/endpointslice imports\n"
     "\tk8s.io/endpointslice/topologycache: k8s.io/endpointslice@v0.31.14: reading "
     f"{PROXY}/endpointslice/@v/v0.31.14.zip: 403 Forbidden\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import process
+from karpenter_e2e.clusters.infra import process
 from karpenter_e2e.clusters.local.cluster import LocalCluster
 from karpenter_e2e.clusters.waits import Observation, eventually
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters.local import releases
+from karpenter_e2e.clusters.infra import releases
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Children
 from karpenter_e2e.runners.matrix import BadInput, Cell, Matrix

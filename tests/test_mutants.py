@@ -154,7 +154,7 @@ def test_a_fault_has_options_and_no_diff(tmp_path):
 def test_a_mutant_that_does_not_build_names_the_compiler_line(tmp_path, monkeypatch):
     """A real `go build` of the pinned module with a broken patch: the error names the mutant
     and the compiler's file:line, and nothing is cached."""
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
 
     (tmp_path / "broken.patch").write_text(
         "# regression: does not compile\n# scenarios: provisioning\n# family: lifecycle\n"
@@ -208,7 +208,7 @@ def test_a_crd_mutant_patches_copies_of_the_crd_folders_only(tmp_path):
 
 
 def test_the_shipped_crd_mutant_changes_the_installed_nodepool_crd(tmp_path):
-    from karpenter_e2e.clusters.local import build, versions
+    from karpenter_e2e.clusters.infra import build, versions
     m = mutants.parse(ROOT / "mutants" / "nodepool-crd-rules-dropped.patch")
     module = build.download_module("sigs.k8s.io/karpenter", m.version, versions.GO_TOOLCHAIN)
     dirs = mutants.apply_to_dirs(m, module, ["kwok/charts/crds", "kwok/apis/crds"], tmp_path / "c")

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from karpenter_e2e.clusters.eks import account, provider
-from karpenter_e2e.clusters.local import versions
+from karpenter_e2e.clusters.infra import versions
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / ".github" / "workflows" / "nightly.yml"

@@ -29,7 +29,8 @@ def test_the_wheel_holds_the_plugin_its_data_and_the_entry_point(tmp_path):
                  "karpenter_e2e/fixtures/defaults/nodepool-default.yaml",
                  "karpenter_e2e/fixtures/defaults/inflate.yaml",
                  "karpenter_e2e/clusters/local/assets/default-nodeclass.yaml",
-                 "karpenter_e2e/clusters/local/gomod/kubernetes/go.mod",
+                 "karpenter_e2e/clusters/infra/gomod/kubernetes/go.mod",
+                 "karpenter_e2e/clusters/infra/assets/ec2-instance-types.txt",
                  "karpenter_e2e/reports/timeline_chart.py"):
         assert must in names, f"{must} missing from {wheel.name}"
     assert not [n for n in names if n.split("/")[0] in ("fixtures", "clusters", "reports", "checks")], \

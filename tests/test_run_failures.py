@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from karpenter_e2e.clusters.local import build, process
+from karpenter_e2e.clusters.infra import build, process
 from karpenter_e2e.clusters.local.cluster import LocalCluster
 from karpenter_e2e.clusters.waits import Observation, eventually
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import build, releases, versions
+from karpenter_e2e.clusters.infra import build, releases, versions
 
 GO_LIST = ("sigs.k8s.io/karpenter v0.37.7 v1.0.8 v1.1.5 v1.5.5 v1.6.4 v1.9.0 v1.10.0 v1.11.0 "
            "v1.11.1 v1.11.2 v1.12.0 v1.12.1 v1.13.0 v1.14.0 v1.14.1 v1.14.3 v1.15.0 "

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from karpenter_e2e.clusters.local.build import cache_dir
+from karpenter_e2e.clusters.infra.build import cache_dir
 
 ACTIONLINT = "github.com/rhysd/actionlint/cmd/actionlint"
 ACTIONLINT_VERSION = "v1.7.12"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.awssim import provider_releases
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import build, versions
+from karpenter_e2e.clusters.infra import build, versions
 
 MODULE = provider_releases.MODULE
 GOMOD_DIR = provider_releases.GOMOD_DIR

@@ -25,8 +25,8 @@ from karpenter_e2e.clusters.awssim.seed import Seeded
 from karpenter_e2e.clusters.base import ClusterInfo
 from karpenter_e2e.clusters.eks.cluster import EksCluster, ami_spec as eks_ami_spec
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import build, process, versions
-from karpenter_e2e.clusters.local.catalogue_table import ZONES
+from karpenter_e2e.clusters.infra import build, process, versions
+from karpenter_e2e.clusters.infra.catalogue_table import ZONES
 from karpenter_e2e.clusters.local.cluster import LocalCluster, await_started
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.clusters.waits import Observation, StopWaiting, eventually

@@ -4,7 +4,7 @@ builds each.
 The provider's releases are not written down here: the Go module proxy lists them
 (``go list -m -versions github.com/aws/karpenter-provider-aws``, kept a day in
 ``<cache>/karpenter-provider-aws-versions.json``, as local mode keeps core's,
-clusters/local/releases.py). A provider release is built together with the core version its
+clusters/infra/releases.py). A provider release is built together with the core version its
 go.mod requires (``sigs.k8s.io/karpenter``), and the harness runs only cores the proxy
 serves, so a provider release is *runnable* when its core is in core's served list. The
 pairing is read from the release's go.mod (``go list -m -json``, which fetches that one
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.filelock import file_lock
-from karpenter_e2e.clusters.local import releases, versions
+from karpenter_e2e.clusters.infra import releases, versions
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ def served_cores() -> list[str]:
 
 
 def pairing_file() -> Path:
-    from karpenter_e2e.clusters.local.build import cache_dir
+    from karpenter_e2e.clusters.infra.build import cache_dir
     return cache_dir() / "karpenter-provider-aws-cores.json"
 
 
@@ -290,7 +290,7 @@ def wrapper_path(version: str) -> Path:
     """Where the wrapper of ``version`` is (pinned) or will be generated (any other)."""
     if version in versions.AWS_PROVIDER_VERSIONS:
         return GOMOD_DIR / f"provider-{version}"
-    from karpenter_e2e.clusters.local.build import cache_dir
+    from karpenter_e2e.clusters.infra.build import cache_dir
     return cache_dir() / "gomod" / f"provider-{version}"
 
 
@@ -320,7 +320,7 @@ def newest_served(module: str) -> str | None:
 
 
 def _go(args: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess:
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     env = {**os.environ, "GOTOOLCHAIN": build.toolchain_for(cwd), "GOFLAGS": "", "GOWORK": "off"}
     try:
         return subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True,

@@ -23,13 +23,13 @@ from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.eks import aws
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import cli_flag
+from karpenter_e2e.clusters.infra import (
+    build,  # the per-user cache every mode shares
+    process,
+)
 from karpenter_e2e.clusters.kube import (
     Kube,  # the harness's one client: same loading, same timeouts
     if_found,
-)
-from karpenter_e2e.clusters.local import (
-    build,  # the per-user cache every mode shares
-    process,
 )
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 

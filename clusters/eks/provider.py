@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters.local import build, versions
+from karpenter_e2e.clusters.infra import build, versions
 
 MODULE = "github.com/aws/karpenter-provider-aws"
 EC2NODECLASS_CRD = "pkg/apis/crds/karpenter.k8s.aws_ec2nodeclasses.yaml"

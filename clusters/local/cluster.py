@@ -26,8 +26,7 @@ from karpenter_e2e.clusters import compat, features, karpenter_settings as ksett
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.filelock import file_lock
-from karpenter_e2e.clusters.labels import REGISTERED
-from karpenter_e2e.clusters.local import (
+from karpenter_e2e.clusters.infra import (
     build,
     catalogue,
     kube_releases,
@@ -35,7 +34,8 @@ from karpenter_e2e.clusters.local import (
     releases,
     versions,
 )
-from karpenter_e2e.clusters.local.catalogue_table import ZONES, EC2Type
+from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
+from karpenter_e2e.clusters.labels import REGISTERED
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.clusters.waits import (
     DEFAULTS,

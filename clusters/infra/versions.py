@@ -10,7 +10,7 @@ ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 # The Karpenter versions `make build` builds and CI runs (newest release, previous minor), and
 # the default. Any other release the Go module proxy serves, from v1.0 on, is built on first
-# use (clusters/local/releases.py finds them). The default stays pinned rather than "newest
+# use (clusters/infra/releases.py finds them). The default stays pinned rather than "newest
 # served": a new upstream release must not change what an unchanged CI job tests.
 KARPENTER_VERSIONS = ("v1.15.0", "v1.14.3")
 KARPENTER = KARPENTER_VERSIONS[0]

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import versions
+from karpenter_e2e.clusters.infra import versions
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,12 @@ class UnknownVersion(ClusterError):
 
 
 def _cache_dir() -> Path:
-    from karpenter_e2e.clusters.local.build import cache_dir
+    from karpenter_e2e.clusters.infra.build import cache_dir
     return cache_dir()
 
 
 def cache_file(module: str = MODULE) -> Path:
-    # karpenter-versions.json, kubernetes-versions.json (clusters/local/kube_releases.py)
+    # karpenter-versions.json, kubernetes-versions.json (clusters/infra/kube_releases.py)
     return _cache_dir() / f"{module.rsplit('/', 1)[-1]}-versions.json"
 
 

@@ -1,5 +1,5 @@
 // Wrapper module: builds the etcd server binary from go.etcd.io/etcd/server/v3.
-module karpenter-e2e/clusters/local/gomod/etcd
+module karpenter-e2e/clusters/infra/gomod/etcd
 
 go 1.26.0
 

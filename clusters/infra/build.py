@@ -24,7 +24,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.filelock import file_lock
-from karpenter_e2e.clusters.local import versions
+from karpenter_e2e.clusters.infra import versions
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def kube_targets(version: str = versions.KUBERNETES) -> list[Target]:
 
 def targets() -> list[Target]:
     kube = kube_targets()  # the pinned release (make build); others: kube_targets(version)
-    etcd = Target("etcd", versions.ETCD, "karpenter-e2e/clusters/local/gomod/etcd", "gomod/etcd",
+    etcd = Target("etcd", versions.ETCD, "karpenter-e2e/clusters/infra/gomod/etcd", "gomod/etcd",
                   ldflags=("-s", "-w"))
     kwok = [
         Target(name, versions.KWOK, f"sigs.k8s.io/kwok/cmd/{name}", "sigs.k8s.io/kwok",
@@ -121,7 +121,7 @@ def find(name: str, version: str | None = None) -> Target:
         if t.name == name and (version is None or t.version == version):
             return t
     if name == "karpenter-kwok" and version:
-        from karpenter_e2e.clusters.local import releases
+        from karpenter_e2e.clusters.infra import releases
         return karpenter_target(releases.check(version))  # any release the proxy serves
     if name in KUBE_BINARIES and version:  # a resolved release (kube_releases.resolve)
         return next(t for t in kube_targets(version) if t.name == name)
@@ -157,7 +157,7 @@ def _go_env(target: Target, module_dir: Path | None = None) -> dict[str, str]:
 def toolchain_for(module_dir: Path) -> str:
     """GOTOOLCHAIN for building inside ``module_dir``: what its go.mod's go/toolchain lines
     accept, the machine's go first (releases.choose_toolchain)."""
-    from karpenter_e2e.clusters.local import releases
+    from karpenter_e2e.clusters.infra import releases
     required = releases.go_requirement((module_dir / "go.mod").read_text())
     try:
         return releases.choose_toolchain(required, check_go())
@@ -167,7 +167,7 @@ def toolchain_for(module_dir: Path) -> str:
 
 def _module_dir(target: Target) -> Path:
     if target.module == KUBE_WRAPPER:
-        from karpenter_e2e.clusters.local import kube_releases
+        from karpenter_e2e.clusters.infra import kube_releases
         return kube_releases.wrapper_dir(target.version)
     if target.module.startswith("gomod/"):
         return GOMOD_DIR / target.module.split("/", 1)[1]
@@ -189,7 +189,7 @@ def download_module(module: str, version: str, toolchain: str = "local") -> Path
     info = _download(module, version, first)
     needs = re.search(r"requires go >= (\S+)", info.get("Error") or "")
     if toolchain == FROM_GO_MOD and needs:
-        from karpenter_e2e.clusters.local import releases
+        from karpenter_e2e.clusters.infra import releases
         chosen = releases.choose_toolchain(releases._go_version(needs[1]), check_go())
         info = _download(module, version, chosen)
     if info.get("Error") or not info.get("Dir"):
@@ -465,7 +465,7 @@ def karpenter_binary(version: str, catalogue_exclude=None, mutant=None,
     catalogue (``catalogue_selection``'s, less ``catalogue_exclude``) built in."""
     target = find("karpenter-kwok", version)
     if not reads_catalogue_file(download_karpenter(version)):
-        from karpenter_e2e.clusters.local import catalogue
+        from karpenter_e2e.clusters.infra import catalogue
         text = catalogue.render_text(catalogue.select(catalogue_exclude, catalogue_selection))
         return build_embedded(target, text, mutant)
     if mutant:

@@ -5,7 +5,7 @@ node label and a well-known key. Putting the AWS provider's ``karpenter.k8s.aws/
 labels on each offering is what lets the workshop NodePools (category In [c,m,r],
 generation Gt 2, ...) apply unchanged in local mode. Releases before v1.5.5 take only the
 zone and capacity type from an offering (features "kwok-offering-labels"); the harness builds
-them with that part of v1.5.5's KWOK provider backported (clusters/local/build.py), so every
+them with that part of v1.5.5's KWOK provider backported (clusters/infra/build.py), so every
 release reads the same catalogue.
 """
 
@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from karpenter_e2e.clusters.infra import catalogue_full
+from karpenter_e2e.clusters.infra.catalogue_table import TYPES, ZONES, EC2Type
 from karpenter_e2e.clusters.labels import (
     ARCH,
     AWS,
@@ -27,8 +29,6 @@ from karpenter_e2e.clusters.labels import (
     INSTANCE_TYPE,
     ZONE,
 )
-from karpenter_e2e.clusters.local import catalogue_full
-from karpenter_e2e.clusters.local.catalogue_table import TYPES, ZONES, EC2Type
 
 SPOT_DISCOUNT = (0.30, 0.45)  # spot/on-demand ratio range, as commonly seen on EC2
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.local import versions
-from karpenter_e2e.clusters.local.catalogue_table import TYPES, EC2Type
+from karpenter_e2e.clusters.infra import versions
+from karpenter_e2e.clusters.infra.catalogue_table import TYPES, EC2Type
 
 CURATED, FULL = "curated", "full"
 DEFAULT = CURATED
@@ -154,7 +154,7 @@ def build_full(moto_types: dict[str, dict], prices: dict[str, float], region: st
 
 
 def _cache_path(provider: str, region: str, moto_file: Path) -> Path:
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     try:
         moto = importlib.metadata.version("moto")
     except importlib.metadata.PackageNotFoundError:
@@ -163,7 +163,7 @@ def _cache_path(provider: str, region: str, moto_file: Path) -> Path:
 
 
 def pricing_text(provider: str) -> str:
-    from karpenter_e2e.clusters.local import build
+    from karpenter_e2e.clusters.infra import build
     module = build.download_module(PROVIDER_MODULE, provider, versions.GO_TOOLCHAIN)
     return (module / PRICING_FILE).read_text()
 
