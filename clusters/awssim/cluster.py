@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -97,10 +96,7 @@ class AwsSimCluster(LocalCluster):
                "--response-cache", str(build.cache_dir() / "aws-sim" / "responses.pickle")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-        with open(log_path, "a") as out:
-            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, cwd=self.run_dir,
-                                    start_new_session=True)
+        proc = process.spawn(cmd, log_path, self.run_dir, env)
         self._save_state(aws_pid=proc.pid, aws_port=port)
         self._fake = proc
 

@@ -1,5 +1,5 @@
-"""Local processes and ports: run a short command, who is listening, is a pid ours and
-alive, stop it for good."""
+"""Local processes and ports: run a short command, start a long-running one, who is
+listening, is a pid ours and alive, stop it for good."""
 
 from __future__ import annotations
 
@@ -14,16 +14,29 @@ from pathlib import Path
 from karpenter_e2e.clusters.errors import CommandTimeout
 
 
-def run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
+def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None,
+        what: str | None = None) -> subprocess.CompletedProcess:
     """A short command to its end, its output captured; a missing program is exit code 127,
-    as in a shell, and one still running after ``timeout`` seconds is killed (CommandTimeout)."""
+    as in a shell, and one still running after ``timeout`` seconds is killed (CommandTimeout,
+    naming it as ``what``, else by its first words)."""
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+                              stdin=subprocess.DEVNULL, env=env)
     except FileNotFoundError:
         return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]}: command not found")
     except subprocess.TimeoutExpired:
-        raise CommandTimeout(f"{' '.join(cmd[:4])} did not finish in {timeout:.0f}s") from None
+        raise CommandTimeout(f"{what or ' '.join(cmd[:4])} did not finish in {timeout:.0f}s") \
+            from None
+
+
+def spawn(cmd: list[str], log_path: Path, cwd: Path,
+          env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a long-running process (a cluster's Karpenter, fake AWS, ...) in a session of its
+    own, so a terminal's Ctrl-C reaches only us and the cluster's ``down()`` stops it
+    (``terminate``); its output is appended to ``log_path``."""
+    with open(log_path, "a") as out:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True)
 
 
 def free_port() -> int:

@@ -58,11 +58,9 @@ def run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 def spawn(cmd: list[str], log_path: Path, cwd: Path) -> int:
-    """Start a long-running process in its own session (Ctrl-C goes to us; down() stops
-    it), output appended to ``log_path``; returns its pid."""
-    with open(log_path, "a") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True).pid
+    """The one way kind mode starts a long-running process (tests replace it):
+    process.spawn's rules; returns its pid."""
+    return process.spawn(cmd, log_path, cwd).pid
 
 
 def kind_config() -> str:

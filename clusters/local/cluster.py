@@ -24,7 +24,7 @@ import yaml
 
 from karpenter_e2e.clusters import compat, features, karpenter_settings as ksettings, mutants
 from karpenter_e2e.clusters.base import ClusterInfo, Status
-from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
+from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.filelock import file_lock
 from karpenter_e2e.clusters.infra import (
     build,
@@ -211,10 +211,7 @@ class LocalCluster:
     def _kwokctl(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         env = {**os.environ, "KWOK_WORKDIR": str(self.kwok_workdir)}
         cmd = [str(build.find("kwokctl").path), "--name", self.name, *args]
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise CommandTimeout(f"kwokctl {' '.join(args)} did not finish in {timeout:.0f}s") from exc
+        proc = process.run(cmd, timeout, env=env, what=f"kwokctl {' '.join(args)}")
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         with open(self.logs_dir / "kwokctl.log", "a") as fh:
             fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
@@ -467,10 +464,7 @@ class LocalCluster:
         # The cluster's own kubectl: kubectl supports one minor of skew either way.
         kubectl = build.find("kubectl", self.kubernetes_version).path
         cmd = [str(kubectl), "--kubeconfig", str(self.kubeconfig), *args]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as exc:
-            raise CommandTimeout(f"kubectl {' '.join(args)} did not finish in {timeout:.0f}s") from exc
+        proc = process.run(cmd, timeout, what=f"kubectl {' '.join(args)}")
         if check and proc.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed: {_tail(proc.stderr, 10)}")
         return proc.stdout
@@ -553,11 +547,8 @@ class LocalCluster:
             env = {k: v for k, v in env.items() if v is not None}  # None: unset it
             with open(log_path, "a") as out:
                 out.write(f"--- {binary.name} {version} starting {time.strftime('%H:%M:%S')} ---\n")
-                out.flush()
-                cmd = self._karpenter_command(binary, version)
-                proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, cwd=self.run_dir,
-                                        start_new_session=True)  # Ctrl-C goes to us; down() stops it
+            proc = process.spawn(self._karpenter_command(binary, version), log_path,
+                                 self.run_dir, env)
         self._save_state(karpenter_pid=proc.pid, karpenter_version=version,
                          karpenter_settings=self.settings,
                          catalogue_selection=self.catalogue_selection,
