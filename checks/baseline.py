@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from karpenter_e2e.checks import kustomize
+from karpenter_e2e.clusters.infra import process
+
+GIT_TIMEOUT_S = 120  # a bound: a local git command answers in well under a second
 
 
 class BaseError(ValueError):
@@ -44,8 +47,7 @@ class Base:
 
 
 def _git(cwd: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=not binary,
-                          timeout=120)
+    return process.run(["git", *args], GIT_TIMEOUT_S, cwd=cwd, text=not binary)
 
 
 def resolve(ref: str, head_folder: Path) -> Base:

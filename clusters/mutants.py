@@ -21,11 +21,13 @@ import re
 import shlex
 import shutil
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.infra import process
+
+GIT_APPLY_TIMEOUT_S = 120  # a bound: a patch applies in well under a second
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_DIR = ROOT / "mutants"
@@ -172,8 +174,8 @@ def apply_to_dirs(mutant: Mutant, module_dir: Path, rel_dirs: list[str], dest: P
         for p in (dest / rel).rglob("*"):
             p.chmod(p.stat().st_mode | stat.S_IWUSR)
     include = [f"--include={rel}/*" for rel in rel_dirs]
-    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", *include, str(mutant.path)],
-                          cwd=dest, capture_output=True, text=True)
+    proc = process.run(["git", "apply", "--whitespace=nowarn", *include, str(mutant.path)],
+                       GIT_APPLY_TIMEOUT_S, cwd=dest, what=f"git apply of {mutant.name}")
     if proc.returncode != 0:
         raise MutantError(mutant.name, f"its CRD hunks do not apply to {module_dir.name}: "
                                        + proc.stderr.strip()[:400])
@@ -194,8 +196,8 @@ def writable_copy(module_dir: Path, dest: Path) -> Path:
 def apply(mutant: Mutant, module_dir: Path, dest: Path) -> Path:
     """Copy the module to ``dest`` (writable) and apply the patch; name the failing hunk."""
     writable_copy(module_dir, dest)
-    proc = subprocess.run(["git", "apply", "--verbose", "--whitespace=nowarn", str(mutant.path)],
-                          cwd=dest, capture_output=True, text=True)
+    proc = process.run(["git", "apply", "--verbose", "--whitespace=nowarn", str(mutant.path)],
+                       GIT_APPLY_TIMEOUT_S, cwd=dest, what=f"git apply of {mutant.name}")
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(("error", "fatal"))]
         raise MutantError(mutant.name, f"does not apply to {module_dir.name}: "

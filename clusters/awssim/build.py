@@ -12,12 +12,11 @@ wrapper's go.mod asks for (build.toolchain_for).
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 from karpenter_e2e.clusters.awssim import provider_releases
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.infra import build, versions
+from karpenter_e2e.clusters.infra import build, process, versions
 
 MODULE = provider_releases.MODULE
 GOMOD_DIR = provider_releases.GOMOD_DIR
@@ -79,9 +78,12 @@ def build_mutant(mutant) -> Path:
         work = src.parent / "wrapper"
         shutil.copytree(wrapper_src, work)
         # Directory replacements need no go.sum entry; everything else stays pinned.
-        subprocess.run(["go", "mod", "edit", f"-replace={mutant.module}={src}"], cwd=work,
-                       check=True, capture_output=True,
-                       env={**build._go_env(t, wrapper_src), "GOFLAGS": ""})
+        proc = process.run(["go", "mod", "edit", f"-replace={mutant.module}={src}"],
+                           build.QUICK_TIMEOUT_S, cwd=work,
+                           env={**build._go_env(t, wrapper_src), "GOFLAGS": ""})
+        if proc.returncode != 0:
+            raise MutantError(mutant.name, f"`go mod edit -replace` of the wrapper failed: "
+                                           f"{proc.stderr.strip()[:400]}")
         return work
 
     return build.build_patched(mutant, t, module_dir, wrapper)

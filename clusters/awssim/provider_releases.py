@@ -34,7 +34,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.filelock import file_lock
-from karpenter_e2e.clusters.infra import releases, versions
+from karpenter_e2e.clusters.infra import process, releases, versions
 
 log = logging.getLogger(__name__)
 
@@ -322,12 +322,8 @@ def newest_served(module: str) -> str | None:
 def _go(args: list[str], cwd: Path, what: str) -> subprocess.CompletedProcess:
     from karpenter_e2e.clusters.infra import build
     env = {**os.environ, "GOTOOLCHAIN": build.toolchain_for(cwd), "GOFLAGS": "", "GOWORK": "off"}
-    try:
-        return subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=GO_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise ClusterError(f"`go {' '.join(args)}` of the {what} wrapper did not finish in "
-                           f"{GO_TIMEOUT_S}s ({cwd})") from None
+    return process.run(["go", *args], GO_TIMEOUT_S, env=env, cwd=cwd,
+                       what=f"`go {' '.join(args)}` of the {what} wrapper ({cwd})")
 
 
 def write_wrapper(version: str, upstream: str, dest: Path, newest=newest_served) -> Path:

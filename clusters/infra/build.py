@@ -24,11 +24,15 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.filelock import file_lock
-from karpenter_e2e.clusters.infra import versions
+from karpenter_e2e.clusters.infra import process, versions
 
 log = logging.getLogger(__name__)
 
 GOMOD_DIR = Path(__file__).parent / "gomod"
+# Bounds, not measurements: `go env` and `git apply` answer in well under a second; a module
+# download (with the toolchain it needs) took at most minutes on a cold cache here.
+QUICK_TIMEOUT_S = 60
+DOWNLOAD_TIMEOUT_S = 1800
 
 
 def cache_dir() -> Path:
@@ -136,8 +140,8 @@ def check_go() -> str:
         raise ClusterError("Go is not on PATH: local mode builds its binaries with `go build` "
                            f"(need Go >= {'.'.join(map(str, versions.MIN_GO))}; it fetches "
                            f"{versions.GO_TOOLCHAIN} itself where a module needs it)")
-    out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True,
-                         env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
+    out = process.run([go, "env", "GOVERSION"], QUICK_TIMEOUT_S,
+                      env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
     m = re.match(r"go(\d+)\.(\d+)", out)
     if not m or (int(m[1]), int(m[2])) < versions.MIN_GO:
         raise ClusterError(f"{go} is {out or 'unknown'}; local mode needs Go >= "
@@ -199,9 +203,10 @@ def download_module(module: str, version: str, toolchain: str = "local") -> Path
 
 
 def _download(module: str, version: str, toolchain: str) -> dict:
-    proc = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],
-                          capture_output=True, text=True, cwd=tempfile.gettempdir(),
-                          env={**os.environ, "GOTOOLCHAIN": toolchain, "GOFLAGS": ""})
+    proc = process.run(["go", "mod", "download", "-json", f"{module}@{version}"],
+                       DOWNLOAD_TIMEOUT_S, cwd=tempfile.gettempdir(),
+                       env={**os.environ, "GOTOOLCHAIN": toolchain, "GOFLAGS": ""},
+                       what=f"`go mod download {module}@{version}`")
     try:
         return json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -423,8 +428,8 @@ OFFERING_LABELS_PATCH = Path(__file__).parent / "assets" / "kwok-offering-labels
 
 
 def backport_offering_labels(src: Path) -> Path:
-    proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(OFFERING_LABELS_PATCH)],
-                          cwd=src, capture_output=True, text=True)
+    proc = process.run(["git", "apply", "--whitespace=nowarn", str(OFFERING_LABELS_PATCH)],
+                       QUICK_TIMEOUT_S, cwd=src, what=f"git apply of {OFFERING_LABELS_PATCH.name}")
     if proc.returncode != 0:
         raise ClusterError(f"{OFFERING_LABELS_PATCH.name} does not apply to {src}: "
                            f"{proc.stderr.strip()[:400]}")

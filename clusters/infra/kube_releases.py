@@ -21,13 +21,12 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.filelock import file_lock
-from karpenter_e2e.clusters.infra import releases, versions
+from karpenter_e2e.clusters.infra import process, releases, versions
 
 log = logging.getLogger(__name__)
 
@@ -195,12 +194,8 @@ def write_wrapper(version: str, upstream_go_mod: str, dest: Path) -> Path:
     shutil.copy(build.GOMOD_DIR / "kubernetes" / "tools.go", dest / "tools.go")
     env = {**os.environ, "GOTOOLCHAIN": build.toolchain_for(dest), "GOFLAGS": "",
            "GOWORK": "off"}
-    try:
-        proc = subprocess.run(["go", "mod", "tidy"], cwd=dest, env=env, capture_output=True,
-                              text=True, timeout=TIDY_TIMEOUT_S, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise ClusterError(f"`go mod tidy` of the Kubernetes {version} wrapper did not finish "
-                           f"in {TIDY_TIMEOUT_S}s ({dest})") from None
+    proc = process.run(["go", "mod", "tidy"], TIDY_TIMEOUT_S, env=env, cwd=dest,
+                       what=f"`go mod tidy` of the Kubernetes {version} wrapper ({dest})")
     if proc.returncode != 0:
         missing = missing_modules(proc.stderr)
         if missing:

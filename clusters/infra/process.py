@@ -15,15 +15,18 @@ from karpenter_e2e.clusters.errors import CommandTimeout
 
 
 def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None,
-        what: str | None = None) -> subprocess.CompletedProcess:
-    """A short command to its end, its output captured; a missing program is exit code 127,
-    as in a shell, and one still running after ``timeout`` seconds is killed (CommandTimeout,
-    naming it as ``what``, else by its first words)."""
+        what: str | None = None, cwd: Path | str | None = None,
+        text: bool = True) -> subprocess.CompletedProcess:
+    """A short command to its end in ``cwd``, its output captured (bytes unless ``text``); a
+    missing program is exit code 127, as in a shell, and one still running after ``timeout``
+    seconds is killed (CommandTimeout, naming it as ``what``, else by its first words)."""
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, env=env)
+        return subprocess.run(cmd, capture_output=True, text=text, timeout=timeout,
+                              stdin=subprocess.DEVNULL, env=env, cwd=cwd)
     except FileNotFoundError:
-        return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]}: command not found")
+        missing = f"{cmd[0]}: command not found"
+        return subprocess.CompletedProcess(cmd, 127, "" if text else b"",
+                                           missing if text else missing.encode())
     except subprocess.TimeoutExpired:
         raise CommandTimeout(f"{what or ' '.join(cmd[:4])} did not finish in {timeout:.0f}s") \
             from None

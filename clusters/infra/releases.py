@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.infra import versions
+from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
+from karpenter_e2e.clusters.infra import process, versions
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +63,14 @@ def go_list_m(args: list[str], timeout: float, needed: str) -> subprocess.Comple
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "", "GOWORK": "off"}
     what = f"`go list -m {' '.join(args)}`"
     try:
-        return subprocess.run(["go", "list", "-m", *args], capture_output=True, text=True,
-                              cwd=tempfile.gettempdir(), env=env, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    except FileNotFoundError:
-        raise ClusterError(f"Go is not on PATH: {needed} with {what}") from None
-    except subprocess.TimeoutExpired:
+        proc = process.run(["go", "list", "-m", *args], timeout, env=env,
+                           cwd=tempfile.gettempdir())
+    except CommandTimeout:
         raise ClusterError(f"{what} did not answer in {timeout:.0f}s (offline, or the module "
                            f"proxy is slow)") from None
+    if proc.returncode == 127 and proc.stderr == "go: command not found":
+        raise ClusterError(f"Go is not on PATH: {needed} with {what}")
+    return proc
 
 
 def fetch(timeout: float = LIST_TIMEOUT_S, module: str = MODULE) -> list[str]:
@@ -90,9 +90,9 @@ def fetch(timeout: float = LIST_TIMEOUT_S, module: str = MODULE) -> list[str]:
 def _goproxy() -> str:
     """GOPROXY as the go command sees it (for error messages)."""
     try:
-        out = subprocess.run(["go", "env", "GOPROXY"], capture_output=True, text=True,
-                             timeout=10, env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
+        out = process.run(["go", "env", "GOPROXY"], 10,
+                          env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
+    except (OSError, CommandTimeout):
         out = ""
     return out or os.environ.get("GOPROXY") or "unknown"
 
