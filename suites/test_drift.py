@@ -7,9 +7,10 @@ import pytest
 
 from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S, POLLING_PERIOD_S
+from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, describe_claims
-from karpenter_e2e.fixtures.nodepools import TERMINATE_FIRST_GATES, static
+from karpenter_e2e.fixtures.nodepools import TERMINATE_FIRST_GATES, require, static
 from karpenter_e2e.fixtures.pacing import ExpirationPacing
 from karpenter_e2e.fixtures.timings import timestamp
 
@@ -124,8 +125,7 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
         claims = expect.nodeclaims(pool)
         assert len(claims) == 1, f"one pod, {describe_claims(claims)}"
         claim = claims[0]
-        name, instance_type = claim["metadata"]["name"], claim["metadata"]["labels"][
-            "node.kubernetes.io/instance-type"]
+        name, instance_type = view.name(claim), view.labels(claim)[INSTANCE_TYPE]
         got = claim["metadata"].get("annotations", {}).get(KIND_KEY)
         assert got == "a", f"NodeClaim {name} carries {KIND_KEY}={got!r}, the template says 'a'"
         assert drift_of(claim) is None, f"NodeClaim {name} Drifted before any change: {drift_of(claim)}"
@@ -180,16 +180,16 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
                               template(expireAfter="Never"), NODEPOOL_DRIFTED)
         changed_then_reverted("terminationGracePeriod", template(terminationGracePeriod="1h"),
                               template(terminationGracePeriod=None), NODEPOOL_DRIFTED)
-        changed_then_reverted("requirements", template(requirements=[*requirements, {
-            "key": "node.kubernetes.io/instance-type", "operator": "NotIn",
-            "values": [instance_type]}]), template(requirements=requirements),
+        changed_then_reverted("requirements", template(requirements=[
+            *requirements, require(INSTANCE_TYPE, "NotIn", instance_type)]),
+            template(requirements=requirements),
             REQUIREMENTS_DRIFTED)
 
         # A negative needs a positive barrier: the drift controller reconciles on every NodePool
         # event, and each change above was marked (and cleared) within the slowest of these.
         slowest = max(took.values())
         hold = max(HOLD_FLOOR_S, HOLD_FACTOR * slowest)
-        widened = [{**r, "values": ["on-demand", "spot"]} if r["key"] == "karpenter.sh/capacity-type"
+        widened = [{**r, "values": ["on-demand", "spot"]} if r["key"] == CAPACITY_TYPE
                    else r for r in requirements]
         unchanged = {
             "weight": {"spec": {"weight": 50}},

@@ -18,6 +18,7 @@ from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.labels import ZONE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
+from karpenter_e2e.fixtures.nodepools import require
 
 NOBODY = "karpenter-e2e.test/nobody"  # a provisioner no controller serves
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"  # Karpenter reads a claim as bound by it
@@ -36,7 +37,7 @@ def four_zones(cluster) -> tuple[str, str, str, str]:
 
 
 def zone_in(*zones: str) -> dict:
-    return {"key": ZONE, "operator": "In", "values": list(zones)}
+    return require(ZONE, "In", *zones)
 
 
 def requiring_zones(*zones: str) -> dict:
