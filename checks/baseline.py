@@ -20,8 +20,6 @@ from pathlib import Path
 from karpenter_e2e.checks import kustomize
 from karpenter_e2e.clusters.infra import process
 
-GIT_TIMEOUT_S = 120  # a bound: a local git command answers in well under a second
-
 
 class BaseError(ValueError):
     """--base cannot be resolved: not a git repository, an unknown ref (bad input, exit 2)."""
@@ -47,7 +45,7 @@ class Base:
 
 
 def _git(cwd: Path, *args: str, binary: bool = False) -> subprocess.CompletedProcess:
-    return process.run(["git", *args], GIT_TIMEOUT_S, cwd=cwd, text=not binary)
+    return process.run(["git", *args], process.LOCAL_TIMEOUT_S, cwd=cwd, text=not binary)
 
 
 def resolve(ref: str, head_folder: Path) -> Base:

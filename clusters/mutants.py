@@ -27,8 +27,6 @@ from pathlib import Path
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import process
 
-GIT_APPLY_TIMEOUT_S = 120  # a bound: a patch applies in well under a second
-
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_DIR = ROOT / "mutants"
 FIELDS = ("regression", "scenarios", "family", "version")
@@ -175,7 +173,7 @@ def apply_to_dirs(mutant: Mutant, module_dir: Path, rel_dirs: list[str], dest: P
             p.chmod(p.stat().st_mode | stat.S_IWUSR)
     include = [f"--include={rel}/*" for rel in rel_dirs]
     proc = process.run(["git", "apply", "--whitespace=nowarn", *include, str(mutant.path)],
-                       GIT_APPLY_TIMEOUT_S, cwd=dest, what=f"git apply of {mutant.name}")
+                       process.LOCAL_TIMEOUT_S, cwd=dest, what=f"git apply of {mutant.name}")
     if proc.returncode != 0:
         raise MutantError(mutant.name, f"its CRD hunks do not apply to {module_dir.name}: "
                                        + proc.stderr.strip()[:400])
@@ -197,7 +195,7 @@ def apply(mutant: Mutant, module_dir: Path, dest: Path) -> Path:
     """Copy the module to ``dest`` (writable) and apply the patch; name the failing hunk."""
     writable_copy(module_dir, dest)
     proc = process.run(["git", "apply", "--verbose", "--whitespace=nowarn", str(mutant.path)],
-                       GIT_APPLY_TIMEOUT_S, cwd=dest, what=f"git apply of {mutant.name}")
+                       process.LOCAL_TIMEOUT_S, cwd=dest, what=f"git apply of {mutant.name}")
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(("error", "fatal"))]
         raise MutantError(mutant.name, f"does not apply to {module_dir.name}: "

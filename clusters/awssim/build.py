@@ -79,7 +79,7 @@ def build_mutant(mutant) -> Path:
         shutil.copytree(wrapper_src, work)
         # Directory replacements need no go.sum entry; everything else stays pinned.
         proc = process.run(["go", "mod", "edit", f"-replace={mutant.module}={src}"],
-                           build.QUICK_TIMEOUT_S, cwd=work,
+                           process.LOCAL_TIMEOUT_S, cwd=work,
                            env={**build._go_env(t, wrapper_src), "GOFLAGS": ""})
         if proc.returncode != 0:
             raise MutantError(mutant.name, f"`go mod edit -replace` of the wrapper failed: "

@@ -29,9 +29,8 @@ from karpenter_e2e.clusters.infra import process, versions
 log = logging.getLogger(__name__)
 
 GOMOD_DIR = Path(__file__).parent / "gomod"
-# Bounds, not measurements: `go env` and `git apply` answer in well under a second; a module
-# download (with the toolchain it needs) took at most minutes on a cold cache here.
-QUICK_TIMEOUT_S = 60
+# A bound, not a measurement: a module download (with the toolchain it needs) took at most
+# minutes on a cold cache here.
 DOWNLOAD_TIMEOUT_S = 1800
 
 
@@ -140,7 +139,7 @@ def check_go() -> str:
         raise ClusterError("Go is not on PATH: local mode builds its binaries with `go build` "
                            f"(need Go >= {'.'.join(map(str, versions.MIN_GO))}; it fetches "
                            f"{versions.GO_TOOLCHAIN} itself where a module needs it)")
-    out = process.run([go, "env", "GOVERSION"], QUICK_TIMEOUT_S,
+    out = process.run([go, "env", "GOVERSION"], process.LOCAL_TIMEOUT_S,
                       env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip()
     m = re.match(r"go(\d+)\.(\d+)", out)
     if not m or (int(m[1]), int(m[2])) < versions.MIN_GO:
@@ -429,7 +428,7 @@ OFFERING_LABELS_PATCH = Path(__file__).parent / "assets" / "kwok-offering-labels
 
 def backport_offering_labels(src: Path) -> Path:
     proc = process.run(["git", "apply", "--whitespace=nowarn", str(OFFERING_LABELS_PATCH)],
-                       QUICK_TIMEOUT_S, cwd=src, what=f"git apply of {OFFERING_LABELS_PATCH.name}")
+                       process.LOCAL_TIMEOUT_S, cwd=src, what=f"git apply of {OFFERING_LABELS_PATCH.name}")
     if proc.returncode != 0:
         raise ClusterError(f"{OFFERING_LABELS_PATCH.name} does not apply to {src}: "
                            f"{proc.stderr.strip()[:400]}")

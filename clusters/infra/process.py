@@ -13,6 +13,11 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.errors import CommandTimeout
 
+NOT_FOUND = 127  # run's exit code for a program that is not on PATH, as in a shell
+# The bound for a command that only reads and writes local files (git, go env, go mod edit):
+# they answer in well under a second; this is a bound, not a measurement.
+LOCAL_TIMEOUT_S = 60
+
 
 def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None,
         what: str | None = None, cwd: Path | str | None = None,
@@ -25,7 +30,7 @@ def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None,
                               stdin=subprocess.DEVNULL, env=env, cwd=cwd)
     except FileNotFoundError:
         missing = f"{cmd[0]}: command not found"
-        return subprocess.CompletedProcess(cmd, 127, "" if text else b"",
+        return subprocess.CompletedProcess(cmd, NOT_FOUND, "" if text else b"",
                                            missing if text else missing.encode())
     except subprocess.TimeoutExpired:
         raise CommandTimeout(f"{what or ' '.join(cmd[:4])} did not finish in {timeout:.0f}s") \

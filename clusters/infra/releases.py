@@ -68,7 +68,7 @@ def go_list_m(args: list[str], timeout: float, needed: str) -> subprocess.Comple
     except CommandTimeout:
         raise ClusterError(f"{what} did not answer in {timeout:.0f}s (offline, or the module "
                            f"proxy is slow)") from None
-    if proc.returncode == 127 and proc.stderr == "go: command not found":
+    if proc.returncode == process.NOT_FOUND:
         raise ClusterError(f"Go is not on PATH: {needed} with {what}")
     return proc
 

@@ -151,7 +151,7 @@ class KindCluster:
     # ---- kind ----------------------------------------------------------------------------
     def _kind(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         proc = run(["kind", *args], timeout=timeout)
-        if proc.returncode == 127:
+        if proc.returncode == process.NOT_FOUND:
             raise ClusterError("kind is not on PATH: kind mode creates its cluster with kind; "
                                "install it (go install sigs.k8s.io/kind@latest, or "
                                "https://kind.sigs.k8s.io/docs/user/quick-start/#installation)")
@@ -168,7 +168,7 @@ class KindCluster:
             raise ClusterError(
                 f"{runtime} is not reachable (`{runtime} info` failed: {why[0]}): kind runs its "
                 f"nodes as {runtime} containers; "
-                + ("install Docker" if proc.returncode == 127 else
+                + ("install Docker" if proc.returncode == process.NOT_FOUND else
                    "start Docker (Docker Desktop, or `sudo systemctl start docker`) and make "
                    "sure this user may use it (group docker, or DOCKER_HOST)"))
         return version
