@@ -4,19 +4,55 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
+
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.waits import Observation, WaitTimeout, eventually
+
+LOCK_POLL_S = 0.5
 
 
 @contextlib.contextmanager
-def file_lock(path: Path, shared: bool = False) -> Iterator[None]:
+def file_lock(path: Path, doing: str, timeout: float) -> Iterator[None]:
+    """Hold ``path`` exclusively while ``doing``. A process that finds it held waits at most
+    ``timeout`` seconds and says, every so often, who holds it and for what: each holder
+    writes its pid and ``doing`` into the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+    with open(path, "a+") as fh:
+        if not _take(fh):
+            try:
+                eventually(lambda: _attempt(fh, path), what=f"{path} to be free, for {doing}",
+                           timeout=timeout, poll=LOCK_POLL_S)
+            except WaitTimeout as exc:
+                raise ClusterError(f"{exc}; if that process is stuck, stop it") from None
         try:
+            fh.truncate(0)
+            fh.write(f"pid {os.getpid()}: {doing}\n")
+            fh.flush()
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _take(fh: IO[str]) -> bool:
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _attempt(fh: IO[str], path: Path) -> Observation:
+    if _take(fh):
+        return Observation(True, "free")
+    try:
+        holder = path.read_text().strip() or "a process that has not said what it does"
+    except OSError as exc:
+        holder = f"unknown ({exc})"
+    return Observation(False, f"held by {holder}")
 
 
 @contextlib.contextmanager

@@ -78,7 +78,7 @@ def test_the_restart_happens_in_a_creation_turn(monkeypatch):
     held, ran_in_turn = [], []
 
     @contextlib.contextmanager
-    def lock(path):
+    def lock(path, doing, timeout):
         held.append(path)
         yield
         held.pop()

@@ -301,7 +301,8 @@ def wrapper_dir(version: str) -> Path:
         return out
     check(version)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(out.with_name(f"{out.name}.lock")):
+    with file_lock(out.with_name(f"{out.name}.lock"), f"preparing {out.name}",
+                   2 * GO_TIMEOUT_S):
         if not (out / "go.sum").exists():
             tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
             shutil.rmtree(tmp, ignore_errors=True)

@@ -212,16 +212,17 @@ def _download(module: str, version: str, toolchain: str) -> dict:
         return {"Error": (proc.stderr or proc.stdout).strip()}
 
 
-def _build_lock():
-    # xdist workers and a parallel `make` may all ask for the same binaries.
-    return file_lock(bin_dir() / ".build.lock")
+def _build_lock(doing: str):
+    # xdist workers and a parallel `make` may all ask for the same binaries; a waiter waits
+    # at most one build's bound, saying what the holder builds.
+    return file_lock(bin_dir() / ".build.lock", doing, BUILD_BOUND_S)
 
 
 def build(target: Target) -> Path:
     """Build one target unless it is already cached; return its path."""
     if target.path.exists():
         return target.path
-    with _build_lock():
+    with _build_lock(f"building {target.name} {target.version}"):
         if target.path.exists():
             return target.path
         _build_group([target])
@@ -233,7 +234,8 @@ def build_all(only: list[Target] | None = None) -> list[Path]:
     wanted = only if only is not None else targets()
     if all(t.path.exists() for t in wanted):
         return [t.path for t in wanted]  # cached: never wait on another process's build
-    with _build_lock():
+    doing = "building " + ", ".join(f"{t.name} {t.version}" for t in wanted if not t.path.exists())
+    with _build_lock(doing):
         missing = [t for t in wanted if not t.path.exists()]
         if missing:
             check_go()
@@ -391,7 +393,7 @@ def _build_from_copy(target: Target, out: Path, root: Path, make_src, kind: str 
     changed copy of a module, says; the copy is removed afterwards."""
     if out.exists():
         return out
-    with _build_lock():
+    with _build_lock(f"building {out.name}"):
         if out.exists():
             return out
         check_go()

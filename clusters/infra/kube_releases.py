@@ -155,7 +155,8 @@ def wrapper_dir(version: str) -> Path:
         raise NotServed(unbuildable.read_text() + f" (remembered in {unbuildable}; delete it "
                                                      f"to try again)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    with file_lock(out.with_name(f"{out.name}.lock")):
+    with file_lock(out.with_name(f"{out.name}.lock"), f"preparing {out.name}",
+                   build.DOWNLOAD_TIMEOUT_S + TIDY_TIMEOUT_S):
         if not (out / "go.sum").exists():
             upstream = build.download_module(MODULE, version)
             tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")

@@ -58,6 +58,10 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 ASSETS = Path(__file__).parent / "assets"
+# Creations on this machine take turns (see _up). A turn is kwokctl's create (bounded at
+# 180 s) and the API's answer; 49-60 s each when ten clusters came up at once, load 21. A
+# cluster waits for at most this long behind the others.
+CREATE_TURN_BOUND_S = 900
 # Alpha gates local mode turns on where the release has them (off by default in every release
 # that knows them; clusters/features.py GATES, which renders FEATURE_GATES per release), so the
 # static-capacity and node-overlay scenarios can run. Both are inert for every other scenario:
@@ -324,7 +328,8 @@ class LocalCluster:
         # clusters created at once pick the same and one apiserver ends up on the other's
         # etcd. From the choice of ports to a running control plane, creations therefore take
         # turns (3.8 s each, of a 6.9 s bring-up; CRDs and Karpenter start after the turn).
-        with file_lock(self._create_lock()):
+        with file_lock(self._create_lock(), f"creating {self.name}'s control plane",
+                       CREATE_TURN_BOUND_S):
             port = self.apiserver_port or process.free_port()
             if process.port_in_use(port):
                 owner = process.port_owner(port)
@@ -391,7 +396,8 @@ class LocalCluster:
         the creation's turn is started again in a turn of its own; any other component
         dead, or one dead again, is an error naming it and its log."""
         if self._dead():
-            with file_lock(self._create_lock()):
+            with file_lock(self._create_lock(), f"restarting {self.name}'s components",
+                           CREATE_TURN_BOUND_S):
                 self._restart_gave_up()
         dead = self._dead()
         if dead:
@@ -535,7 +541,8 @@ class LocalCluster:
         self._prepare_catalogue(version)
         # Its ports are picked, and the process started, in the creation turn: a control plane
         # created beside it (kwokctl takes "the first free one") then starts only after it.
-        with file_lock(self._create_lock()):
+        with file_lock(self._create_lock(), f"starting {self.name}'s Karpenter",
+                       CREATE_TURN_BOUND_S):
             metrics, health = process.free_port(), process.free_port()
             log_path = self.logs_dir / "karpenter.log"
             env = {**_base_env(),
