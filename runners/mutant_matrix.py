@@ -41,6 +41,12 @@ REPORTS = ROOT / "reports"
 CONTROL = "control"
 # How long one child run may take: its cluster, its scenarios and their teardown.
 CHILD_DEADLINE_S = 1500
+# The control runs in parts of at most this many seconds of measured scenario time
+# (suites/durations.json), so that no part nears the deadline and the parts spread over the
+# jobs: the whole control is 3200 s of scenarios and more, serial; one run of it reached only
+# 12 of its 70 scenarios in 1500 s on a loaded machine (load 8-9), 855 s of them measured.
+CONTROL_PART_S = 400
+DURATIONS = ROOT / "suites" / "durations.json"
 # Provisioning takes 2-5s here (README); a mutant that stops it is caught after 60s, not the
 # suites' default 180s. The controls run with the same deadline, so a kill is never a
 # deadline too short for the unmutated build.
@@ -53,6 +59,47 @@ def known_scenarios() -> set[str]:
     for f in (ROOT / "suites").glob("test_*.py"):
         ids |= set(re.findall(r'@pytest\.mark\.scenario\("([^"]+)"\)', f.read_text()))
     return ids
+
+
+def measured_seconds() -> dict[str, float]:
+    """Each scenario's measured seconds: the sum over its tests (and their parameters) in
+    suites/durations.json. A scenario with no measured test (the nightly ones) is absent."""
+    durations = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    out: dict[str, float] = {}
+    for f in (ROOT / "suites").glob("test_*.py"):
+        marked = re.findall(r'@pytest\.mark\.scenario\("([^"]+)"\)(?:.|\n)*?\ndef (test_\w+)',
+                            f.read_text())
+        for scenario, func in marked:
+            test = f"suites/{f.name}::{func}"
+            seconds = sum(v for k, v in durations.items() if k == test or k.startswith(test + "["))
+            if seconds:
+                out[scenario] = out.get(scenario, 0.0) + seconds
+    return out
+
+
+def parts(scenarios: list[str], seconds: dict[str, float],
+          limit: float = CONTROL_PART_S) -> list[list[str]]:
+    """The scenarios in parts of at most ``limit`` measured seconds, longest first, each into
+    the part with the least time so far that still has room; an unmeasured scenario (or one
+    longer than ``limit``) in a part of its own."""
+    alone = [[s] for s in scenarios if seconds.get(s, limit + 1) > limit]
+    measured = sorted((s for s in scenarios if seconds.get(s, limit + 1) <= limit),
+                      key=lambda s: (-seconds[s], s))
+    total = sum(seconds[s] for s in measured)
+    n = max(1, -(-int(total) // int(limit)))
+    while True:
+        bins: list[list[str]] = [[] for _ in range(n)]
+        load = [0.0] * n
+        for s in measured:
+            fits = [i for i in range(n) if load[i] + seconds[s] <= limit]
+            if not fits:
+                break
+            i = min(fits, key=lambda j: load[j])
+            bins[i].append(s)
+            load[i] += seconds[s]
+        else:
+            return alone + [sorted(b) for b in bins if b]
+        n += 1
 
 
 @dataclass
@@ -134,7 +181,16 @@ class Matrix:
             ctl = self.controls.setdefault(m.setup, Row(name, "the unmutated build: "
                                                         + (" ".join(m.setup) or "plain"), "control"))
             ctl.claimed = sorted({*ctl.claimed, *m.scenarios})
+        seconds = measured_seconds()
+        # Each control runs as parts (clusters of their own) whose results add up in its row.
+        self.control_parts: list[tuple[tuple[str, ...], Row, str, list[str]]] = []
+        for setup, ctl in self.controls.items():
+            split = parts(ctl.claimed, seconds)
+            for i, part in enumerate(split, 1):
+                name = ctl.name if len(split) == 1 else f"{ctl.name}-part{i}"
+                self.control_parts.append((setup, ctl, name, part))
         self._print = threading.Lock()
+        self._rows = threading.Lock()
         self.children = Children()
 
     def say(self, text: str) -> None:
@@ -180,14 +236,18 @@ class Matrix:
         return True
 
     # ---- run -----------------------------------------------------------------------------
-    def run_one(self, row: Row, mutant: Mutant | None, setup: tuple[str, ...] = ()) -> None:
-        run_dir = self.out / row.name
+    def run_one(self, row: Row, mutant: Mutant | None, setup: tuple[str, ...] = (),
+                part: tuple[str, list[str]] | None = None) -> None:
+        """One child run: ``row``'s scenarios, or with ``part`` (a name and some of a
+        control's scenarios) those, their results added to the row."""
+        name, claimed = part or (row.name, row.claimed)
+        run_dir = self.out / name
         run_dir.mkdir(parents=True, exist_ok=True)
         outcomes = run_dir / "outcomes.jsonl"
         outcomes.unlink(missing_ok=True)
-        cluster = f"{'sim-' if self.mode == 'aws-sim' else ''}{self.cluster_prefix}{row.name}"[:40]
+        cluster = f"{'sim-' if self.mode == 'aws-sim' else ''}{self.cluster_prefix}{name}"[:40]
         cmd = [sys.executable, "-m", "pytest", "suites", "-p", "no:cacheprovider",
-               "-o", "log_cli=false", "-q", plugin_flag("scenario"), ",".join(row.claimed),
+               "-o", "log_cli=false", "-q", plugin_flag("scenario"), ",".join(claimed),
                plugin_flag("cluster"), self.mode, plugin_flag("cluster-name"), cluster,
                plugin_flag("outcomes"), str(outcomes), "--junitxml", str(run_dir / "junit.xml"),
                plugin_flag("summary-file"), str(run_dir / "summary.md"),
@@ -200,24 +260,30 @@ class Matrix:
                 cmd += [plugin_flag("karpenter-version"), mutant.version]
         if mutant:
             cmd += list(mutant.fault)
-        self.say(f"running {row.name}: {', '.join(row.claimed)}")
+        self.say(f"running {name}: {', '.join(claimed)}")
         started = time.monotonic()
+        error = ""
         try:
-            rc = self.children.run(Child(row.name, cmd, run_dir / "pytest.log", cwd=ROOT),
-                                   timeout=CHILD_DEADLINE_S)
-            row.rc = -1 if rc is None else rc
-            if rc is None:
-                row.error = "interrupted before it started"
+            code = self.children.run(Child(name, cmd, run_dir / "pytest.log", cwd=ROOT),
+                                     timeout=CHILD_DEADLINE_S)
+            rc = -1 if code is None else code
+            if code is None:
+                error = "interrupted before it started"
         except subprocess.TimeoutExpired:  # stopped: SIGINT, and pytest tore its cluster down
-            row.rc = -1
-            row.error = f"its run did not finish in {CHILD_DEADLINE_S}s (see {run_dir})"
-        row.run_s = round(time.monotonic() - started, 1)
+            rc = -1
+            error = f"its run did not finish in {CHILD_DEADLINE_S}s (see {run_dir})"
+        run_s = round(time.monotonic() - started, 1)
         lines = [json.loads(x) for x in outcomes.read_text().splitlines()] if outcomes.exists() else []
-        row.cells = {s: classify(lines, s) for s in row.claimed}
-        if row.rc not in (0, 1) and not row.error:
-            row.error = f"pytest exited {row.rc}: " + _tail(run_dir / "pytest.log", 3)
-        summary = ", ".join(f"{s}={c.status}" for s, c in row.cells.items())
-        self.say(f"finished {row.name} in {row.run_s:.0f}s: {summary}")
+        cells = {s: classify(lines, s) for s in claimed}
+        if rc not in (0, 1) and not error:
+            error = f"pytest exited {rc}: " + _tail(run_dir / "pytest.log", 3)
+        with self._rows:  # the parts of one control finish on different threads
+            row.cells.update(cells)
+            row.run_s = round(row.run_s + run_s, 1)
+            row.rc = rc if row.rc in (None, 0) else row.rc
+            row.error = "; ".join(filter(None, (row.error, error)))
+        summary = ", ".join(f"{s}={c.status}" for s, c in cells.items())
+        self.say(f"finished {name} in {run_s:.0f}s: {summary}")
 
     def run(self) -> None:
         """The control starts at once; each mutant starts as soon as it is built. Builds go
@@ -226,8 +292,8 @@ class Matrix:
         self.build_releases()
         pool = ThreadPoolExecutor(max_workers=self.jobs)
         try:
-            futures = [pool.submit(self.run_one, ctl, None, setup)
-                       for setup, ctl in self.controls.items()]
+            futures = [pool.submit(self.run_one, ctl, None, setup, (name, part))
+                       for setup, ctl, name, part in self.control_parts]
             for m in self.mutants:
                 if self.build_one(m):
                     futures.append(pool.submit(self.run_one, self.rows[m.name], m, m.setup))

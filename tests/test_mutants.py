@@ -271,3 +271,22 @@ def test_the_aws_sim_matrix_names_its_clusters_and_passes_the_mode(tmp_path, mon
     assert cmd[cmd.index("--karpenter-cluster-name") + 1] == "sim-mut-spot-interruption-ignored"
     assert cmd[cmd.index("--karpenter-patch") + 1] == str(m.path)
     assert matrix.binary_name == "karpenter-aws"
+
+
+def test_the_control_runs_in_parts_that_fit_the_deadline_and_cover_every_scenario():
+    from karpenter_e2e.runners.mutant_matrix import CONTROL_PART_S, measured_seconds, parts
+    seconds = {"a": 300.0, "b": 250.0, "c": 150.0, "d": 90.0, "e": 500.0}
+    split = parts(["a", "b", "c", "d", "e", "nightly"], seconds, limit=400)
+    assert sorted(s for p in split for s in p) == ["a", "b", "c", "d", "e", "nightly"]
+    assert ["e"] in split and ["nightly"] in split  # too long, or never measured: alone
+    for p in split:
+        if len(p) > 1:
+            assert sum(seconds[s] for s in p) <= 400
+    assert len(split) == 4  # a+d, b+c, e, nightly
+    # The shipped suites: every measured scenario is counted, and the plain control of the
+    # whole matrix is cut into parts none of which is planned past CONTROL_PART_S.
+    measured = measured_seconds()
+    assert {"provisioning", "pod-do-not-disrupt", "limits"} <= set(measured)
+    whole = parts(sorted(measured), measured)
+    assert all(sum(measured[s] for s in p) <= CONTROL_PART_S for p in whole if len(p) > 1)
+    assert sorted(s for p in whole for s in p) == sorted(measured)
