@@ -20,11 +20,18 @@ from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 pytestmark = [pytest.mark.nightly, pytest.mark.disruption_loop]
 
 SERVED = 4  # inflate replicas, one per node, under a PDB maxUnavailable 1
-# The first nodes' expireAfter: it lands while drift is replacing them. Which method takes
-# which node is Karpenter's race and the machine's speed: on a loaded 2-core machine the first
-# disruption decision came 30 s after the act and expiration took 4 of 5 nodes; on a quiet one
-# drift replaced all 5 within 50 s, before a 90 s expiry. Either way all three were due at once.
+# The first nodes' expireAfter. The act comes ACT_BEFORE_EXPIRY_S before the first expiry, so
+# that expiration lands while drift and consolidation have only begun: acting as soon as the
+# pods ran (about 50 s before it), drift replaced all 5 nodes one by one before any expired, no
+# two drains overlapped and the PDB was never asked (a drain that deletes the pods the PDB
+# protects then passed). Which method takes which node stays Karpenter's race.
 EXPIRE_S = 60
+ACT_BEFORE_EXPIRY_S = 10
+# Old NodeClaims draining at once for the PDB to have paced them: with the spare's node among
+# them, at least two hold one of inflate's pods. (Karpenter's "evicting pod violates a PDB"
+# event cannot tell: it shares its dedupe key, reason and node, with the "pods are waiting to
+# be evicted" event the node's first drain attempt publishes, and is dropped for 2 minutes.)
+DRAINS_AT_ONCE = 3
 # From the act: the old nodes go one eviction at a time (the PDB), each a launch and a drain:
 # measured 94 s with expireAfter 60s (README); four minutes leaves a wide margin.
 CONVERGE_S = 240
@@ -39,6 +46,12 @@ def served(inflate) -> Observation:
                        f"Ready ({', '.join(sorted(pod_phase(p) for p in pods))})")
 
 
+def most_at_once(ends) -> int:
+    """The most NodeClaims that were between their deletionTimestamp and gone at one time."""
+    spans = [(e.deleting_at, e.gone_at) for e in ends if e.deleting_at and e.gone_at]
+    return max((sum(1 for a, b in spans if a <= t < b) for t, _ in spans), default=0)
+
+
 @pytest.mark.scenario("concurrent-disruption")
 @pytest.mark.covers("pdb.budget", "nodepool.template.expireAfter", "nodepool.template.nodeClassRef")
 @pytest.mark.karpenter_feature("template-expire-after")
@@ -46,10 +59,11 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
         nodepool_factory, inflate_factory, expect, timings, timeline):
     """An oldnode pool (budget 100%) whose nodes expire 60s after launch, 4 pods one per node
     under a PDB maxUnavailable 1, and a fifth node with a spare pod. At once: the spare pod
-    goes (consolidation: Empty), the pool moves to newnode (drift); expiration falls due mid-way.
-    Never fewer than 3 of the 4 pods Running, watched throughout; the pool converges to 4
-    newnode nodes, every old NodeClaim ended by a disruption decision or by expiring on time
-    (which method took which node is Karpenter's race; it is recorded)."""
+    goes (consolidation: Empty), the pool moves to newnode (drift), 10s before the first nodes
+    expire. Never fewer than 3 of the 4 pods Running, watched throughout; the pool converges to
+    4 newnode nodes, every old NodeClaim ended by a disruption decision or by expiring on time
+    (which method took which node is Karpenter's race; it is recorded); and the drains
+    overlapped (3 old NodeClaims deleting at once), so the PDB paced them."""
     with allure.step(f"given an oldnode pool (expireAfter {EXPIRE_S}s, budget 100%), {SERVED} "
                      f"pods one per node under a PDB maxUnavailable 1, and a spare pod's node"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
@@ -71,15 +85,19 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
         assert len(claims) == SERVED + 1, f"{SERVED} pods one per node and a spare on " \
                                           f"{len(claims)} NodeClaims"
 
+    first_expiry = min(claims.values()) + EXPIRE_S
     with expect.throughout(lambda: served(inflate), f"at least {SERVED - 1} of {SERVED} pods of "
                                                     f"{inflate.name} Running throughout"):
-        with allure.step("at once: point the pool at newnode (and expireAfter Never for the "
-                         "new nodes), scale the spare to 0"):
+        with allure.step(f"{ACT_BEFORE_EXPIRY_S}s before the first expiry, at once: point the "
+                         f"pool at newnode (and expireAfter Never for the new nodes), scale the "
+                         f"spare to 0"):
+            # Held until then on Karpenter's clock (the NodeClaims' age); the pods stay served.
+            expect.consistently(lambda: served(inflate), f"{SERVED} pods served until the act",
+                                duration=max(0.0, first_expiry - ACT_BEFORE_EXPIRY_S - time.time()))
             nodepool_factory.patch(pool, {"spec": {"template": {"spec": {
                 "nodeClassRef": {"name": new}, "expireAfter": "Never"}}}})
             spare.scale(0)
             acted = time.time()
-            first_expiry = min(claims.values()) + EXPIRE_S
             timeline.mark(first_expiry, f"first NodeClaim expires ({EXPIRE_S}s)")
             timeline.band(acted, acted + CONVERGE_S, f"converged within {CONVERGE_S}s; "
                                                      f">= {SERVED - 1} pods Running throughout")
@@ -121,5 +139,13 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
                 f"NodeClaim {name} was deleted {due - end.deleting_at:.0f}s before it expired, " \
                 f"with no disruption decision from Karpenter"
             reasons[name] = "Expired"
-    timings.record(reasons=reasons, act_to_converged_s=round(time.time() - acted, 1),
+    with allure.step(f"expect the drains to have overlapped ({DRAINS_AT_ONCE} old NodeClaims "
+                     f"deleting at once), so that the PDB paced them"):
+        at_once = most_at_once(ends.values())
+        assert at_once >= DRAINS_AT_ONCE, (
+            f"at most {at_once} of the old NodeClaims were being deleted at once (from their "
+            f"deletionTimestamp until gone), so the PDB never had to pace two drains (ended by: "
+            f"{reasons})")
+    timings.record(reasons=reasons, drains_at_once=at_once,
+                   act_to_converged_s=round(time.time() - acted, 1),
                    act_to_first_expiry_s=round(first_expiry - acted, 1))
