@@ -137,7 +137,7 @@ upgrade-gate: setup
 ## (MUTANT_CLUSTER=aws-sim: the AWS provider's mutants, in aws-sim mode)
 MUTANTS ?=
 MUTANT_DIR ?= mutants
-MUTANT_JOBS ?= 2
+MUTANT_JOBS ?= 4
 MUTANT_CLUSTER ?= local
 mutants: setup
 	$(PY) -m karpenter_e2e.runners.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \

@@ -397,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
                                                  "(default: every *.patch in the folder)")
     p.add_argument("--mutant-dir", type=Path, default=mutants_mod.MUTANTS_DIR,
                    help="a folder of patches in the mutants/ format (e.g. a patched fork's)")
-    p.add_argument("--jobs", type=int, default=2, help="clusters run at once")
+    p.add_argument("--jobs", type=int, default=4,
+                   help="clusters run at once (4: measured, see docs/mutants.md)")
     p.add_argument("--shard", default=None, metavar="I/N",
                    help="run only the I-th of N slices of the mutants, balanced by how many "
                         "scenarios each names (the controls run in every shard)")
