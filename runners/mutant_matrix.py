@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
+import math
 import subprocess
 import sys
 import threading
@@ -31,6 +31,7 @@ from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.infra import build
 from karpenter_e2e.clusters.mutants import Mutant
+from karpenter_e2e.reports import coverage
 from karpenter_e2e.runners import lanes
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 
@@ -55,10 +56,7 @@ DEFAULT_PYTEST_ARGS = (f"{plugin_flag('timeouts')}=provision=60",)
 
 def known_scenarios() -> set[str]:
     """Scenario ids the suites declare (read from their markers, without collecting)."""
-    ids = set()
-    for f in (ROOT / "suites").glob("test_*.py"):
-        ids |= set(re.findall(r'@pytest\.mark\.scenario\("([^"]+)"\)', f.read_text()))
-    return ids
+    return {t.scenario for t in coverage.scan() if t.scenario}
 
 
 def measured_seconds() -> dict[str, float]:
@@ -66,39 +64,27 @@ def measured_seconds() -> dict[str, float]:
     suites/durations.json. A scenario with no measured test (the nightly ones) is absent."""
     durations = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     out: dict[str, float] = {}
-    for f in (ROOT / "suites").glob("test_*.py"):
-        marked = re.findall(r'@pytest\.mark\.scenario\("([^"]+)"\)(?:.|\n)*?\ndef (test_\w+)',
-                            f.read_text())
-        for scenario, func in marked:
-            test = f"suites/{f.name}::{func}"
-            seconds = sum(v for k, v in durations.items() if k == test or k.startswith(test + "["))
-            if seconds:
-                out[scenario] = out.get(scenario, 0.0) + seconds
+    for t in coverage.scan():
+        test = f"suites/{t.file}::{t.name}"
+        seconds = sum(v for k, v in durations.items() if k == test or k.startswith(test + "["))
+        if t.scenario and seconds:
+            out[t.scenario] = out.get(t.scenario, 0.0) + seconds
     return out
 
 
 def parts(scenarios: list[str], seconds: dict[str, float],
           limit: float = CONTROL_PART_S) -> list[list[str]]:
-    """The scenarios in parts of at most ``limit`` measured seconds, longest first, each into
-    the part with the least time so far that still has room; an unmeasured scenario (or one
-    longer than ``limit``) in a part of its own."""
+    """The scenarios in the fewest duration-balanced slices (``lanes.shard``, as for shards)
+    of at most ``limit`` measured seconds each; an unmeasured scenario (or one longer than
+    ``limit``) in a part of its own."""
     alone = [[s] for s in scenarios if seconds.get(s, limit + 1) > limit]
-    measured = sorted((s for s in scenarios if seconds.get(s, limit + 1) <= limit),
-                      key=lambda s: (-seconds[s], s))
-    total = sum(seconds[s] for s in measured)
-    n = max(1, -(-int(total) // int(limit)))
+    planned = [lanes.PlannedTest(s, seconds[s]) for s in scenarios
+               if seconds.get(s, limit + 1) <= limit]
+    n = max(1, math.ceil(sum(t.seconds for t in planned) / limit))
     while True:
-        bins: list[list[str]] = [[] for _ in range(n)]
-        load = [0.0] * n
-        for s in measured:
-            fits = [i for i in range(n) if load[i] + seconds[s] <= limit]
-            if not fits:
-                break
-            i = min(fits, key=lambda j: load[j])
-            bins[i].append(s)
-            load[i] += seconds[s]
-        else:
-            return alone + [sorted(b) for b in bins if b]
+        slices = [lanes.shard(planned, i, n) for i in range(1, n + 1)]
+        if all(sum(t.seconds for t in part) <= limit for part in slices):
+            return alone + [sorted(t.nodeid for t in part) for part in slices if part]
         n += 1
 
 
