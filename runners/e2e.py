@@ -21,7 +21,6 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
 import threading
 import time
@@ -29,10 +28,9 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.flags import adder, plugin_flag
-from karpenter_e2e.clusters.infra import build
 from karpenter_e2e.clusters.stalls import MachineWatch
 from karpenter_e2e.reports import run_dirs
-from karpenter_e2e.runners import lanes, machine, merge, usage
+from karpenter_e2e.runners import cluster_dirs, lanes, machine, merge, usage
 from karpenter_e2e.runners.children import STOP_GRACE_S, Child, Children
 from karpenter_e2e.runners.collect import CollectFailed, plan
 from karpenter_e2e.runners.lanes import Lane, PlannedTest
@@ -121,7 +119,7 @@ class LaneRun:
                 *(["-n", str(n)] if n > 1 else ["-p", "no:xdist"]), *own,
                 plugin_flag("reports-dir"), str(reports / "plain"), *args], reports / "plain" / "pytest.log",
                 tee=True))
-        self.usage = usage.LaneUsage(str(build.cache_dir() / "clusters" / cluster_name))
+        self.usage = usage.LaneUsage(str(cluster_dirs.path(cluster_name)))
         self.started = self.ended = 0.0
         self.up_s: float | None = None
         self.up_error = ""
@@ -187,17 +185,13 @@ class LaneRun:
                 print(f"e2e: {self.tag} taking {self.cluster_name} down failed: {exc}",
                       file=sys.stderr, flush=True)
             else:
-                if not all(p.code == 0 for p in self.procs):
-                    # A red lane's cluster logs go with its report: the next run of the same
-                    # lane name starts its cluster afresh, and would remove them.
-                    logs = Path(self.usage.cluster_dir) / "logs"
-                    if logs.is_dir():
-                        shutil.copytree(logs, self.reports / "cluster-logs", dirs_exist_ok=True)
-                        print(f"e2e: {self.tag} red: its cluster's logs are in "
-                              f"{self.reports / 'cluster-logs'}", file=sys.stderr, flush=True)
-                shutil.rmtree(self.usage.cluster_dir, ignore_errors=True)
-                for suffix in (".lock", ".share", ".share.turnstile"):
-                    Path(self.usage.cluster_dir + suffix).unlink(missing_ok=True)
+                # A red lane's cluster logs go with its report: the next run of the same lane
+                # name starts its cluster afresh, and would remove them.
+                red = not all(p.code == 0 for p in self.procs)
+                said = cluster_dirs.retire(self.cluster_name, self.reports if red else None)
+                if said:
+                    print(f"e2e: {self.tag} {'red: ' if red else ''}{said}", file=sys.stderr,
+                          flush=True)
         self.backend = None
 
 

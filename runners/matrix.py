@@ -49,7 +49,7 @@ from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.infra import kube_releases, releases, versions as local_versions
 from karpenter_e2e.reports import run_dirs
-from karpenter_e2e.runners import collect
+from karpenter_e2e.runners import cluster_dirs, collect
 from karpenter_e2e.runners.children import Child, Children
 
 PY = sys.executable
@@ -545,6 +545,10 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
         error = f"no JUnit file: pytest exited {code}; {_tail(log)}"
     if children.interrupted.is_set():
         error = "interrupted"  # the tests it did not finish are "not run"
+    for c in clusters:
+        said = cluster_dirs.retire(c, vdir if code != 0 else None)
+        if said:
+            print(f"matrix: {version}: {c}: {said}", flush=True)
     if run_dir is not None:
         ran = _environment(run_dir).get("kubernetes")
         print(f"matrix: {version}: ran on Kubernetes {ran or 'unknown'}", flush=True)

@@ -32,7 +32,7 @@ from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.infra import build
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.reports import coverage
-from karpenter_e2e.runners import lanes
+from karpenter_e2e.runners import cluster_dirs, lanes
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 
 log = logging.getLogger("karpenter_e2e.mutants")
@@ -259,6 +259,7 @@ class Matrix:
             rc = -1
             error = f"its run did not finish in {CHILD_DEADLINE_S}s (see {run_dir})"
         run_s = round(time.monotonic() - started, 1)
+        said = cluster_dirs.retire(cluster, run_dir if rc != 0 else None)
         lines = [json.loads(x) for x in outcomes.read_text().splitlines()] if outcomes.exists() else []
         cells = {s: classify(lines, s) for s in claimed}
         if rc not in (0, 1) and not error:
@@ -269,7 +270,7 @@ class Matrix:
             row.rc = rc if row.rc in (None, 0) else row.rc
             row.error = "; ".join(filter(None, (row.error, error)))
         summary = ", ".join(f"{s}={c.status}" for s, c in cells.items())
-        self.say(f"finished {name} in {run_s:.0f}s: {summary}")
+        self.say(f"finished {name} in {run_s:.0f}s: {summary}{'; ' + said if said else ''}")
 
     def run(self) -> None:
         """The control starts at once; each mutant starts as soon as it is built. Builds go

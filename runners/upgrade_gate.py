@@ -26,6 +26,7 @@ from karpenter_e2e.clusters import backends, compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.infra import build, kube_releases, releases, versions
+from karpenter_e2e.runners import cluster_dirs
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,6 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     if perf:
         allure_files.attach_globally(args.out / "allure-results", "Upgrade gate performance",
                                      Path(perf["chart"]).read_bytes(), "image/png", "png")
+    red = v["verdict"] != "pass"
+    for name in (args.cluster_name, *perf_names.values()):
+        said = cluster_dirs.retire(name, args.out / name if red else None)
+        if said:
+            print(f"upgrade gate: {name}: {said}", flush=True)
     print(markdown(v))
     return 0 if v["verdict"] == "pass" else 1
 
