@@ -14,7 +14,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix bisect
+.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect
 
 # A strict editable install (setuptools): a link tree under build/ that maps the top-level
 # folders onto karpenter_e2e.*, which mypy and lint-imports can follow (the default editable
@@ -161,6 +161,14 @@ matrix: setup
 		$(if $(MATRIX_LANES),--lanes $(MATRIX_LANES)) \
 		$(if $(KUBERNETES),--kubernetes-versions "$(KUBERNETES)") \
 		$(MATRIX_ARGS) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
+
+## matrix-join: several matrix directories (the nightly's per-release jobs, or runs on different
+## days) as one table, heat map and Allure results in reports/matrix-latest/; a release in two is
+## refused
+DIRS ?=
+matrix-join: setup
+	@test -n "$(DIRS)" || { echo "usage: make matrix-join DIRS=\"reports/matrix-a reports/matrix-b\""; exit 2; }
+	$(PY) -m karpenter_e2e.runners.matrix_join --reports-dir reports $(DIRS)
 
 ## bisect: the first release from GOOD to BAD where SCENARIO fails (binary search over the served
 ## releases; both ends checked first), and the module files changed from the release before it.

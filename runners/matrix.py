@@ -212,6 +212,9 @@ def to_markdown(m: Matrix, title: str = "Behaviour matrix") -> str:
                  + f" ({_size(len(m.scenarios), len(m.versions))})")
     if m.meta.get("started"):
         lines.append(f"\nrun {m.meta['started']}, wall {m.meta.get('wall_s', '?')} s")
+    for part in m.meta.get("parts") or []:
+        lines.append(f"\n{' '.join(part['versions'])}: run {part.get('started') or '?'}, "
+                     f"wall {part.get('wall_s') or '?'} s (`{part.get('command') or '?'}`)")
     lines += ["", "| scenario | " + " | ".join(m.versions) + " |",
               "|---|" + "---|" * len(m.versions)]
     for s in m.scenarios:
@@ -702,6 +705,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--paths", default="suites", help="what pytest collects (default: suites)")
     ap.add_argument("--dry-run", action="store_true",
                     help="check the input, print the releases and scenario ids, and stop")
+    ap.add_argument("--print-versions", action="store_true",
+                    help="print the releases it would run (--versions, else every served one) "
+                         "as a JSON list, and stop: the nightly's job matrix")
     ap.add_argument("--render", type=Path, default=None, metavar="DIR",
                     help="only write DIR's matrix again (matrix.json, .md, .png) from its "
                          "releases' JUnit files (no run)")
@@ -737,6 +743,9 @@ def main(argv: list[str] | None = None) -> int:
         except ClusterError as exc:
             raise BadInput(str(exc)) from None
         chosen = check_versions(wanted)
+        if opts.print_versions:
+            print(json.dumps(chosen))
+            return 0
         kube = check_kubernetes(split_words(opts.kubernetes_versions))
         cols, out_of_range = columns(chosen, kube)
         out.mkdir(parents=True, exist_ok=True)
