@@ -47,7 +47,12 @@ from pathlib import Path
 from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
-from karpenter_e2e.clusters.infra import kube_releases, releases, versions as local_versions
+from karpenter_e2e.clusters.infra import (
+    kube_releases,
+    process,
+    releases,
+    versions as local_versions,
+)
 from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import cluster_dirs, collect
 from karpenter_e2e.runners.children import Child, Children
@@ -212,9 +217,12 @@ def to_markdown(m: Matrix, title: str = "Behaviour matrix") -> str:
                  + f" ({_size(len(m.scenarios), len(m.versions))})")
     if m.meta.get("started"):
         lines.append(f"\nrun {m.meta['started']}, wall {m.meta.get('wall_s', '?')} s")
+    if m.meta.get("commit"):
+        lines.append(f"\nharness commit {m.meta['commit']}")
     for part in m.meta.get("parts") or []:
         lines.append(f"\n{' '.join(part['versions'])}: run {part.get('started') or '?'}, "
-                     f"wall {part.get('wall_s') or '?'} s (`{part.get('command') or '?'}`)")
+                     f"wall {part.get('wall_s') or '?'} s, harness commit "
+                     f"{part.get('commit') or '?'} (`{part.get('command') or '?'}`)")
     lines += ["", "| scenario | " + " | ".join(m.versions) + " |",
               "|---|" + "---|" * len(m.versions)]
     for s in m.scenarios:
@@ -682,6 +690,15 @@ def rerender(out: Path) -> Matrix:
     return m
 
 
+def harness_commit() -> str | None:
+    """The harness's git commit (with ``-dirty`` for uncommitted changes), so that runs
+    joined later can be told apart; None outside a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+    got = process.run(["git", "describe", "--always", "--dirty", "--abbrev=7"],
+                      process.LOCAL_TIMEOUT_S, cwd=root)
+    return got.stdout.strip() if got.returncode == 0 and got.stdout.strip() else None
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.matrix",
                                  description=__doc__.split("\n\n")[0])
@@ -778,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
     m = assemble(cols, scenarios, runs, out)
     m.meta.update({"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
                    "wall_s": round(time.monotonic() - t0, 1), "jobs": opts.jobs,
-                   "lanes": opts.lanes,
+                   "lanes": opts.lanes, "commit": harness_commit(),
                    "command": " ".join(["python -m karpenter_e2e.runners.matrix",
                                         *(argv if argv is not None else sys.argv[1:])])})
     n = merge_allure({v: r.run_dir for v, r in runs.items() if r.run_dir}, out / "allure-results")

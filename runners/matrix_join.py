@@ -73,7 +73,7 @@ def join(parts: list[Path], out: Path) -> Matrix:
                               "run_dir": _moved(p.get("run_dir"), part, out)}
         meta_parts.append({"dir": os.path.relpath(part, out), "versions": m.versions,
                            **{k: m.meta.get(k) for k in ("command", "started", "wall_s",
-                                                         "jobs", "lanes")}})
+                                                         "jobs", "lanes", "commit")}})
     versions = sorted(owner, key=_column_key)
     # No "started" or "wall_s" of its own: each part has its own (the table lists them).
     meta = {"per_version": per_version, "parts": meta_parts}

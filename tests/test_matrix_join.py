@@ -19,6 +19,7 @@ def part(tmp_path, name, versions, cells, started="2026-12-04 10:00:00 UTC", wal
             {"name": "test_up", "historyId": "h", "testCaseId": "t", "parameters": []}))
     m = Matrix(versions, sorted({s for s, _v in cells}), cells, {
         "started": started, "wall_s": wall, "command": f"matrix --versions {' '.join(versions)}",
+        "commit": f"c0ffee{name}",
         "per_version": {v: {"exit": 0, "wall_s": wall, "build_s": 1.0, "log": f"{v}/pytest.log",
                             "run_dir": f"{v}/runs/r1"} for v in versions}})
     matrix.write(m, d)
@@ -47,8 +48,8 @@ def test_parts_join_into_one_table_oldest_release_first(tmp_path, capsys):
     assert (out / m.meta["per_version"]["v1.15.0"]["log"]).resolve() == new / "v1.15.0/pytest.log"
     md = (out / "matrix.md").read_text()
     assert "| node-limit | **FAILED** [1] | **FAILED** [2] | passed |" in md
-    assert "v1.6.4 v1.10.0: run 2026-12-03 10:00:00 UTC, wall 500.0 s" in md
-    assert "v1.15.0: run 2026-12-04 10:00:00 UTC, wall 100.0 s" in md
+    assert "v1.6.4 v1.10.0: run 2026-12-03 10:00:00 UTC, wall 500.0 s, harness commit c0ffeeold" in md
+    assert "v1.15.0: run 2026-12-04 10:00:00 UTC, wall 100.0 s, harness commit c0ffeenew" in md
     assert (out / "matrix.png").read_bytes()[:4] == b"\x89PNG"
     tagged = json.loads((out / "allure-results" / "v1.10.0-result.json").read_text())
     assert tagged["name"] == "test_up [v1.10.0]"
@@ -61,6 +62,11 @@ def test_a_release_in_two_parts_is_refused(tmp_path, capsys):
     assert matrix_join.main([str(a), str(b), "--reports-dir", str(tmp_path / "r")]) == 2
     assert f"release v1.15.0 is in both {a} and {b}" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_matrix_names_the_harness_commit_it_ran():
+    commit = matrix.harness_commit()
+    assert commit and len(commit.removesuffix("-dirty")) >= 7
 
 
 def test_not_a_matrix_directory(tmp_path, capsys):
