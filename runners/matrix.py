@@ -11,10 +11,11 @@ outside the release's supported range is a column of skipped cells that says so.
 1. Check the input within seconds, before any cluster starts: every version with
    releases.check (served by the Go module proxy, v1.0 on); the scenario ids with one
    ``pytest --collect-only`` (the plugin's own ``--karpenter-scenario`` error).
-2. Per version, in turn for the builds (one Karpenter build at a time) and ``--jobs`` at once
-   for the runs: one plain pytest, ``python -m pytest suites -p no:xdist
-   --karpenter-cluster-name <prefix>-<version> --karpenter-version <v>
-   --karpenter-reports-dir <out>/<v>``, which brings its own cluster up and takes it down.
+2. Per version, its build (one thread builds them one at a time, in the runs' order, ahead
+   of the runs: runners/prebuilds.py), and ``--jobs`` at once its run: one plain pytest,
+   ``python -m pytest suites -p no:xdist --karpenter-cluster-name <prefix>-<version>
+   --karpenter-version <v> --karpenter-reports-dir <out>/<v>``, which brings its own
+   cluster up and takes it down.
 3. Each version's JUnit file gives its column: per scenario passed; failed (the first line of
    the failing assert, and the timeline picture's path); or skipped (the reason).
 4. Written to ``<reports-dir>/matrix-<stamp>/``: ``matrix.json``, ``matrix.md``,
@@ -48,6 +49,7 @@ from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.infra import (
+    build,
     kube_releases,
     process,
     releases,
@@ -56,8 +58,10 @@ from karpenter_e2e.clusters.infra import (
 from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import cluster_dirs, collect
 from karpenter_e2e.runners.children import Child, Children
+from karpenter_e2e.runners.prebuilds import BuildsAhead, prebuild, split_column
 
 PY = sys.executable
+BUILD_NICE = 10
 STATUSES = ("passed", "failed", "skipped", "not run")
 
 
@@ -387,12 +391,6 @@ def check_versions(wanted: Iterable[str], served: Callable[[], list[str]] | None
     return sorted(out, key=local_versions.semver)
 
 
-def split_column(column: str) -> tuple[str, str | None]:
-    """'v1.12.1@1.35' -> ('v1.12.1', '1.35'); 'v1.12.1' -> ('v1.12.1', None): its default."""
-    release, _, kube = column.partition("@")
-    return release, kube or None
-
-
 def check_kubernetes(wanted: Iterable[str], served: Callable[[], list[str]] | None = None
                      ) -> list[str]:
     """The Kubernetes axis: minors ('1.35', 'v1.35' or a release, which names its minor),
@@ -483,21 +481,6 @@ class VersionRun:
     log: Path
     run_dir: Path | None
     error: str = ""
-
-
-_BUILD_LOCK = threading.Lock()  # one Karpenter build at a time (the cache's file lock, too)
-
-
-def prebuild(column: str) -> float:
-    """The release's binary and its column's control plane before its run (one build at a
-    time here; a cached one costs nothing). Returns the seconds it took."""
-    from karpenter_e2e.clusters.infra import build
-    release, kube = split_column(column)
-    with _BUILD_LOCK:
-        t0 = time.monotonic()
-        build.karpenter_binary(release)
-        build.build_all(build.kube_targets(kube_releases.resolve(kube, release)))
-        return time.monotonic() - t0
 
 
 def run_version(version: str, out: Path, scenarios: list[str], children: Children,
@@ -631,13 +614,16 @@ def assemble(versions: list[str], scenarios: list[str], runs: dict[str, VersionR
 
 def run_matrix(versions: list[str], scenarios: list[str], out: Path, jobs: int,
                paths: list[str], args: list[str], prefix: str,
-               children: Children | None = None, lanes: int = 0) -> dict[str, VersionRun]:
-    """Every version, ``jobs`` at once (builds one at a time), newest first (it is what most
-    scenarios run on, so a harness problem shows early)."""
+               children: Children | None = None, lanes: int = 0,
+               build_fn: Callable[[str], float] = prebuild) -> dict[str, VersionRun]:
+    """Every version, ``jobs`` at once, newest first (it is what most scenarios run on, so a
+    harness problem shows early); the builds one at a time in the same order, ahead of the
+    runs."""
     children = children or Children()
     todo = list(reversed(versions))
     runs: dict[str, VersionRun] = {}
     lock = threading.Lock()
+    builds = BuildsAhead(todo, children.interrupted, build_fn)
 
     def worker() -> None:
         while not children.interrupted.is_set():
@@ -645,7 +631,8 @@ def run_matrix(versions: list[str], scenarios: list[str], out: Path, jobs: int,
                 if not todo:
                     return
                 v = todo.pop(0)
-            r = run_version(v, out, scenarios, children, paths, args, prefix, lanes=lanes)
+            r = run_version(v, out, scenarios, children, paths, args, prefix,
+                            build_fn=builds.wait, lanes=lanes)
             with lock:
                 runs[v] = r
 
@@ -656,6 +643,7 @@ def run_matrix(versions: list[str], scenarios: list[str], out: Path, jobs: int,
     while any(t.is_alive() for t in threads):
         for t in threads:
             t.join(0.5)
+    builds.join()
     return runs
 
 
@@ -781,6 +769,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"matrix: scenarios: {', '.join(scenarios)}")
         shutil.rmtree(out, ignore_errors=True)
         return 0
+    # The builds ahead run beside earlier releases' clusters: they get the CPU those leave.
+    os.environ.setdefault(build.BUILD_NICE_ENV, str(BUILD_NICE))
     children = Children()
     with children.stopped_by_signals("matrix"):
         # --karpenter-scenario only when ids were named: otherwise each version runs the
