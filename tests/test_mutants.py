@@ -290,3 +290,48 @@ def test_the_control_runs_in_parts_that_fit_the_deadline_and_cover_every_scenari
     whole = parts(sorted(measured), measured)
     assert all(sum(measured[s] for s in p) <= CONTROL_PART_S for p in whole if len(p) > 1)
     assert sorted(s for p in whole for s in p) == sorted(measured)
+
+
+def test_a_runs_release_and_control_plane_are_built_before_its_deadline_starts(tmp_path,
+                                                                                monkeypatch):
+    """A control asking for another Kubernetes minor built it inside its own child's 1500 s
+    deadline on a fresh machine (25 min of cold build beside the runs) and ran out of time."""
+    from karpenter_e2e.runners import mutant_matrix
+    m = mutants.parse(mutants.MUTANTS_DIR / "match-label-keys-ignored.patch")
+    assert mutant_matrix.setup_value(m.setup, "kubernetes-version") == "v1.33.13"
+    matrix = mutant_matrix.Matrix([m], tmp_path, 1, [])
+    events = []
+    monkeypatch.setattr(mutant_matrix, "prebuild", lambda column: events.append(("build", column)))
+    monkeypatch.setattr(matrix.children, "run",
+                        lambda child, timeout=None: events.append(("run", child.tag)) or 0)
+    setup, ctl, name, part = matrix.control_parts[0]
+    matrix.run_one(ctl, None, setup, (name, part))
+    matrix.run_one(matrix.rows[m.name], m, m.setup)
+    assert events == [("build", f"{m.version}@v1.33.13"), ("run", name),
+                      ("build", f"{m.version}@v1.33.13"), ("run", m.name)]
+
+
+def test_a_run_whose_build_fails_does_not_start_and_says_why(tmp_path, monkeypatch):
+    from karpenter_e2e.runners import mutant_matrix
+    m = mutants.parse(mutants.MUTANTS_DIR / "match-label-keys-ignored.patch")
+    matrix = mutant_matrix.Matrix([m], tmp_path, 1, [])
+
+    def fail(column):
+        raise ClusterError("go build of kube-apiserver v1.33.13 failed")
+    monkeypatch.setattr(mutant_matrix, "prebuild", fail)
+    monkeypatch.setattr(matrix.children, "run", lambda *a, **k: pytest.fail("started"))
+    matrix.run_one(matrix.rows[m.name], m, m.setup)
+    row = matrix.rows[m.name]
+    assert row.error == "its build failed: go build of kube-apiserver v1.33.13 failed"
+    assert row.rc == -1
+
+
+@pytest.mark.parametrize("setup, value", [
+    (("--karpenter-version", "v1.14.3", "--karpenter-upgrade-to", "v1.15.0"), "v1.14.3"),
+    (("--karpenter-version=v1.12.1",), "v1.12.1"),
+    (("--karpenter-setting", "CapacityBuffer=true"), None),
+    (("--karpenter-version",), None),
+])
+def test_setup_values(setup, value):
+    from karpenter_e2e.runners.mutant_matrix import setup_value
+    assert setup_value(setup, "karpenter-version") == value
