@@ -65,31 +65,41 @@ def test_a_harness_error_in_a_build_reaches_the_run_as_it_is():
 
 def test_once_stopped_no_further_build_begins():
     stop = threading.Event()
-    rec = Recorder(seconds=0.3)
-    ahead = prebuilds.BuildsAhead(["a", "b", "c"], stop, rec.build)
-    time.sleep(0.1)
-    stop.set()  # while "a" builds: it finishes, "b" and "c" never start
+    rec = Recorder(seconds=0.05)
+
+    def build(column):
+        stop.set()  # Ctrl-C while "a" builds: it finishes, "b" and "c" never start
+        return rec.build(column)
+    ahead = prebuilds.BuildsAhead(["a", "b", "c"], stop, build)
     assert ahead.wait("c") == 0.0
     ahead.join()
     assert [c for _w, c, _t in rec.events] == ["a"]
 
 
 def test_with_one_job_the_next_release_builds_while_the_first_runs(monkeypatch, tmp_path):
-    rec = Recorder(seconds=0.2)
+    rec = Recorder(seconds=0.05)
+    second_build_began = threading.Event()
+    seen_during_first_run = []
+
+    def build(column):
+        if column == "v1.12.1":
+            second_build_began.set()
+        return rec.build(column)
 
     def fake_run(version, out, scenarios, children, paths, args, prefix, build_fn, **_kw):
         build_fn(version)
         rec.note("run start", version)
-        time.sleep(0.5)
+        if version == "v1.15.0":  # the first run (newest first) holds until the next build
+            seen_during_first_run.append(second_build_began.wait(10))
         rec.note("run end", version)
-        return matrix.VersionRun(version, {"limits": Cell("passed")}, 0, 0.5, 0.2,
+        return matrix.VersionRun(version, {"limits": Cell("passed")}, 0, 0.5, 0.05,
                                  out / version / "pytest.log", None)
     monkeypatch.setattr(matrix, "run_version", fake_run)
     runs = matrix.run_matrix(["v1.12.1", "v1.15.0"], ["limits"], tmp_path, 1, ["suites"], [],
-                             "matrix-dev", build_fn=rec.build)
+                             "matrix-dev", build_fn=build)
     assert set(runs) == {"v1.12.1", "v1.15.0"}
+    assert seen_during_first_run == [True]  # v1.12.1 built while v1.15.0 ran
     at = {(w, c): t for w, c, t in rec.events}
-    assert at[("build", "v1.12.1")] < at[("run end", "v1.15.0")]  # overlapped
     assert at[("run start", "v1.12.1")] >= at[("run end", "v1.15.0")]  # one job: runs in turn
 
 
