@@ -55,12 +55,17 @@ def _attempt(fh: IO[str], path: Path) -> Observation:
     return Observation(False, f"held by {holder}")
 
 
+def turnstile_of(room_path: Path) -> Path:
+    """The file a writer takes before ``room_path`` itself (see ``room``)."""
+    return room_path.with_name(room_path.name + ".turnstile")
+
+
 @contextlib.contextmanager
 def room(path: Path, exclusive: bool) -> Iterator[None]:
     """A readers-writer lock across processes that does not starve the writer: many may hold
     the room shared, one exclusively. A writer takes the turnstile, which keeps new readers
     out, waits for the room to empty, takes it, and only then lets the turnstile go."""
-    turnstile = path.with_name(path.name + ".turnstile")
+    turnstile = turnstile_of(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(turnstile, "a") as gate, open(path, "a") as fh:
         fcntl.flock(gate, fcntl.LOCK_EX)

@@ -11,21 +11,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from karpenter_e2e.clusters.infra import build, process
-
-# The files beside a cluster's directory: its ownership lock and the shared-use turnstile.
-SIDE_FILES = (".lock", ".share", ".share.turnstile")
-
-
-def path(cluster: str) -> Path:
-    return build.cache_dir() / "clusters" / cluster
+from karpenter_e2e.clusters.infra import cluster_files, process
 
 
 def retire(cluster: str, red_report: Path | None) -> str:
     """Remove a down cluster's directory, first copying its logs to ``red_report /
     'cluster-logs'`` when given. A directory that a process still uses is left alone (the
     cluster is not down; ``make sweep`` is for that). Says what it did, for the runner's log."""
-    where = path(cluster)
+    where = cluster_files.directory(cluster)
     if not where.is_dir():
         return ""
     if process.pids_using(str(where)):
@@ -36,6 +29,6 @@ def retire(cluster: str, red_report: Path | None) -> str:
         shutil.copytree(logs, red_report / "cluster-logs", dirs_exist_ok=True)
         said = f"its cluster's logs are in {red_report / 'cluster-logs'}"
     shutil.rmtree(where, ignore_errors=True)
-    for suffix in SIDE_FILES:
-        Path(str(where) + suffix).unlink(missing_ok=True)
+    for side in cluster_files.side_files(cluster):
+        side.unlink(missing_ok=True)
     return said

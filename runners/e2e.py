@@ -28,6 +28,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.flags import adder, plugin_flag
+from karpenter_e2e.clusters.infra import cluster_files
 from karpenter_e2e.clusters.stalls import MachineWatch
 from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import cluster_dirs, lanes, machine, merge, usage
@@ -119,7 +120,7 @@ class LaneRun:
                 *(["-n", str(n)] if n > 1 else ["-p", "no:xdist"]), *own,
                 plugin_flag("reports-dir"), str(reports / "plain"), *args], reports / "plain" / "pytest.log",
                 tee=True))
-        self.usage = usage.LaneUsage(str(cluster_dirs.path(cluster_name)))
+        self.usage = usage.LaneUsage(str(cluster_files.directory(cluster_name)))
         self.started = self.ended = 0.0
         self.up_s: float | None = None
         self.up_error = ""

@@ -11,11 +11,15 @@ import time
 from collections.abc import Callable
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.infra import kube_releases
+from karpenter_e2e.clusters.infra import build, kube_releases
 
 _BUILD_LOCK = threading.Lock()  # one Karpenter build at a time (the cache's file lock, too)
 # How often a waiting run checks that the build thread is still alive.
 CHECK_S = 15.0
+# One column's build at most: the build lock's wait, then Karpenter's and the control
+# plane's go builds, each bounded by BUILD_BOUND_S. A run waits for the columns before
+# its own too, so its bound is this times its place in the order.
+COLUMN_BOUND_S = 3 * build.BUILD_BOUND_S
 
 
 def split_column(column: str) -> tuple[str, str | None]:
@@ -27,7 +31,6 @@ def split_column(column: str) -> tuple[str, str | None]:
 def prebuild(column: str) -> float:
     """The release's binary and its column's control plane (one build at a time here; a
     cached one costs nothing). Returns the seconds it took."""
-    from karpenter_e2e.clusters.infra import build
     release, kube = split_column(column)
     with _BUILD_LOCK:
         t0 = time.monotonic()
@@ -44,6 +47,8 @@ class BuildsAhead:
     def __init__(self, columns: list[str], stop: threading.Event,
                  build_fn: Callable[[str], float] = prebuild) -> None:
         self._done = {c: threading.Event() for c in columns}
+        self._place = {c: i + 1 for i, c in enumerate(columns)}
+        self._began = time.monotonic()
         self._result: dict[str, float | Exception] = {}
         self._stop = stop
         self._thread = threading.Thread(target=self._build_all, args=(list(columns), build_fn),
@@ -62,10 +67,17 @@ class BuildsAhead:
 
     def wait(self, column: str) -> float:
         """``column``'s build seconds, once built; its error raised (a ClusterError is the
-        release's: a build that failed); 0.0 when the build was skipped by ``stop``."""
-        while not self._done[column].wait(CHECK_S):
+        release's: a build that failed); 0.0 when the build was skipped by ``stop``. Raises
+        a ClusterError once the builds up to ``column`` have outlived their bound."""
+        bound = self._place[column] * COLUMN_BOUND_S
+        deadline = self._began + bound
+        while not self._done[column].wait(max(0.0, min(CHECK_S, deadline - time.monotonic()))):
             if not self._thread.is_alive():
                 raise ClusterError(f"the build thread ended before building {column}")
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"{column} is still not built {bound / 60:.0f} min after the "
+                                   f"builds began ({self._place[column]} column(s) of at most "
+                                   f"{COLUMN_BOUND_S / 60:.0f} min each): a build is stuck")
         got = self._result.get(column, 0.0)
         if isinstance(got, Exception):
             raise got

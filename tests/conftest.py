@@ -129,14 +129,13 @@ def pytest_sessionfinish(session, exitstatus):
     leave nothing in the cache. A red one keeps them: they are what shows why."""
     import os
 
-    from karpenter_e2e.clusters.infra import build
+    from karpenter_e2e.clusters.infra import cluster_files
     if exitstatus != 0:
         return
-    root = build.cache_dir() / "clusters"
     suffix = f"-{os.getpid()}"
-    for path in root.glob(f"*{suffix}*"):
-        if path.name.endswith((suffix, f"{suffix}.lock")):
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+    names = {p.name.partition(suffix)[0] + suffix
+             for p in cluster_files.root().glob(f"*{suffix}*")}
+    for name in names:
+        shutil.rmtree(cluster_files.directory(name), ignore_errors=True)
+        for side in cluster_files.side_files(name):
+            side.unlink(missing_ok=True)

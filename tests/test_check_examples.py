@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from karpenter_e2e.clusters.infra import build, process
+from karpenter_e2e.clusters.infra import build, cluster_files, process
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -44,7 +44,7 @@ def cluster():
     yield NAME
     subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "down", "--cluster-name", NAME],
                    capture_output=True, cwd=REPO, timeout=300)
-    shutil.rmtree(build.cache_dir() / "clusters" / NAME, ignore_errors=True)
+    shutil.rmtree(cluster_files.directory(NAME), ignore_errors=True)
 
 
 def broken(tmp_path: Path, example: str, edit) -> Path:
@@ -135,7 +135,7 @@ def test_api_rejection_names_file_document_and_message(cluster, tmp_path):
            "weight-nodepool" in proc.stderr
     assert "consolidateAfter" in proc.stderr and "thirty seconds" in proc.stderr
     assert result is None  # rejected before anything was applied
-    kubeconfig = build.cache_dir() / "clusters" / NAME / "kubeconfig"
+    kubeconfig = cluster_files.directory(NAME) / "kubeconfig"
     left = subprocess.run([str(build.find("kubectl").path), "--kubeconfig", str(kubeconfig),
                            "get", "nodepools,namespaces", "-o", "name"],
                           capture_output=True, text=True, check=True).stdout
@@ -196,6 +196,6 @@ def test_a_check_leaves_nothing_running(tmp_path):
     proc, _ = run_check(broken(tmp_path, "workshop-weight", bad_replicas), tmp_path,
                         name=name, keep=False)
     assert proc.returncode == 2 and "spec.replicas" in proc.stderr, proc.stderr[-2000:]
-    run_dir = build.cache_dir() / "clusters" / name
+    run_dir = cluster_files.directory(name)
     assert not run_dir.exists()
     assert not process.pids_using(str(run_dir))

@@ -175,8 +175,8 @@ def test_bad_input_exits_2_before_anything_starts(tmp_path):
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "bad input, nothing started" in proc.stderr and "pool.yaml (document 0)" in proc.stderr
-    from karpenter_e2e.clusters.infra import build, process
-    run_dir = build.cache_dir() / "clusters" / name
+    from karpenter_e2e.clusters.infra import cluster_files, process
+    run_dir = cluster_files.directory(name)
     assert not run_dir.exists()
     assert not process.pids_using(str(run_dir))
     assert not (tmp_path / "reports").exists()
@@ -199,8 +199,8 @@ def test_a_setting_the_release_does_not_read_is_bad_input_before_anything_starts
     assert proc.returncode == 2, proc.stderr
     assert "MIN_VALUE_POLICY: Karpenter v1.15.0 has no such option or feature gate; it reads" \
         in proc.stderr and "MIN_VALUES_POLICY" in proc.stderr
-    from karpenter_e2e.clusters.infra import build
-    assert not (build.cache_dir() / "clusters" / name).exists()
+    from karpenter_e2e.clusters.infra import cluster_files
+    assert not cluster_files.directory(name).exists()
 
 
 # ---- expectations judged on snapshots ---------------------------------------------------------

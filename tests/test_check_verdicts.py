@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters.infra import build
+from karpenter_e2e.clusters.infra import cluster_files
 
 REPO = Path(__file__).resolve().parent.parent
 CASES = REPO / "tests" / "data" / "check"
@@ -35,7 +35,7 @@ def cluster():
     yield NAME
     subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "down", "--cluster-name",
                     NAME], capture_output=True, cwd=REPO, timeout=300)
-    shutil.rmtree(build.cache_dir() / "clusters" / NAME, ignore_errors=True)
+    shutil.rmtree(cluster_files.directory(NAME), ignore_errors=True)
 
 
 def check(case: str, reports: Path) -> tuple[subprocess.CompletedProcess, dict | None]:

@@ -14,7 +14,7 @@ def cache(tmp_path, monkeypatch):
     logs = tmp_path / "cache" / "clusters" / "mut-x" / "logs"
     logs.mkdir(parents=True)
     (logs / "karpenter.log").write_text("the mutant's log\n")
-    for suffix in cluster_dirs.SIDE_FILES:
+    for suffix in (".lock", ".share", ".share.turnstile"):  # what the modes and the plugin make
         (tmp_path / "cache" / "clusters" / f"mut-x{suffix}").write_text("")
     return tmp_path / "cache" / "clusters"
 

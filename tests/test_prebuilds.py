@@ -63,6 +63,22 @@ def test_a_harness_error_in_a_build_reaches_the_run_as_it_is():
         ahead.wait("v1.0.8")
 
 
+def test_a_run_stops_waiting_once_the_builds_up_to_its_column_outlive_their_bound(monkeypatch):
+    monkeypatch.setattr(prebuilds, "COLUMN_BOUND_S", 0.2)
+    monkeypatch.setattr(prebuilds, "CHECK_S", 0.05)
+    release = threading.Event()
+    ahead = prebuilds.BuildsAhead(["a", "b"], threading.Event(), lambda c: release.wait(30) and 0.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ClusterError, match=r"b is still not built 0 min after the builds "
+                                               r"began \(2 column\(s\) of at most 0 min each\)"):
+            ahead.wait("b")
+        assert 0.35 < time.monotonic() - started < 5  # the bound of two columns, not CHECK_S
+    finally:
+        release.set()
+        ahead.join()
+
+
 def test_once_stopped_no_further_build_begins():
     stop = threading.Event()
     rec = Recorder(seconds=0.05)

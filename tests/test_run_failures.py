@@ -150,7 +150,8 @@ def test_an_unreachable_cluster_stops_the_session_after_one_error(tmp_path):
                            "--karpenter-cluster=eks", "--karpenter-cluster-name=x",
                            f"--karpenter-kubeconfig={kubeconfig}",
                            "--karpenter-eks-opt-in=x"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120,  # its lock file in a cache of its own, not the user's
+                          env={**os.environ, "KARPENTER_E2E_CACHE": str(tmp_path / "cache")})
     out = proc.stdout
     assert proc.returncode != 0, out
     assert re.search(r"\b1 error\b", out) and "passed" not in out, out[-3000:]

@@ -23,10 +23,7 @@ from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.eks import aws
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import cli_flag
-from karpenter_e2e.clusters.infra import (
-    build,  # the per-user cache every mode shares
-    process,
-)
+from karpenter_e2e.clusters.infra import cluster_files, process
 from karpenter_e2e.clusters.kube import (
     Kube,  # the harness's one client: same loading, same timeouts
     if_found,
@@ -200,12 +197,12 @@ class EksCluster:
         self._api_factory = api_factory
         self._api = None
         self._ec2 = ec2
-        self.run_dir = build.cache_dir() / "clusters" / f"eks-{cluster_name}"
+        self.run_dir = cluster_files.directory(f"eks-{cluster_name}")
 
     # ---- run ownership (the plugin's lock / owner protocol) ------------------------------
     @property
     def lock_path(self) -> Path:
-        return self.run_dir.with_suffix(".lock")
+        return cluster_files.owner_lock(self.run_dir.name)
 
     def owner(self) -> str | None:
         try:

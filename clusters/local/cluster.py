@@ -29,6 +29,7 @@ from karpenter_e2e.clusters.filelock import file_lock
 from karpenter_e2e.clusters.infra import (
     build,
     catalogue,
+    cluster_files,
     kube_releases,
     process,
     releases,
@@ -120,7 +121,7 @@ class LocalCluster:
         # checked against the release by check_options and again at start.
         self.settings = dict(settings or {})
         self._known: dict[str, ksettings.Known] = {}
-        self.run_dir = build.cache_dir() / "clusters" / name
+        self.run_dir = cluster_files.directory(name)
         self.kwok_workdir = self.run_dir / "kwok"
         self.kubeconfig = self.run_dir / "kubeconfig"
         self.logs_dir = self.run_dir / "logs"
@@ -143,7 +144,7 @@ class LocalCluster:
 
     @property
     def lock_path(self) -> Path:
-        return self.run_dir.with_suffix(".lock")
+        return cluster_files.owner_lock(self.name)
 
     def owner(self) -> str | None:
         """The test run that brought this cluster up (it takes it down at the end)."""
@@ -364,7 +365,7 @@ class LocalCluster:
     RESTARTABLE = frozenset({"kube-controller-manager", "kube-scheduler"})
 
     def _create_lock(self) -> Path:
-        return build.cache_dir() / "clusters" / ".create.lock"
+        return cluster_files.root() / ".create.lock"
 
     def _restart_gave_up(self) -> None:
         """On a loaded machine kube-controller-manager (or kube-scheduler) gives up at start
