@@ -226,7 +226,9 @@ def to_markdown(m: Matrix, title: str = "Behaviour matrix") -> str:
     for part in m.meta.get("parts") or []:
         lines.append(f"\n{' '.join(part['versions'])}: run {part.get('started') or '?'}, "
                      f"wall {part.get('wall_s') or '?'} s, harness commit "
-                     f"{part.get('commit') or '?'} (`{part.get('command') or '?'}`)")
+                     f"{part.get('commit') or '?'} (`{part.get('command') or '?'}`)"
+                     + (f"; not finished there, taken from another part: "
+                        f"{' '.join(part['left_out'])}" if part.get("left_out") else ""))
     lines += ["", "| scenario | " + " | ".join(m.versions) + " |",
               "|---|" + "---|" * len(m.versions)]
     for s in m.scenarios:

@@ -6,7 +6,10 @@ Each DIR is a `make matrix` directory (its ``matrix.json``, the releases' run di
 and Allure results). The nightly workflow runs one job per release and joins their
 directories here; on one machine, releases run in different sessions join the same way.
 The columns are every DIR's releases, oldest first; the rows every scenario any DIR ran. A
-release in two DIRs is refused: two verdicts for one cell would hide one of them. Written
+release that two DIRs finished is refused: two verdicts for one cell would hide one of them.
+A release a DIR did not finish (an interrupted matrix: its cells "not run", or none) gives
+way to a DIR that finished it, so an interrupted matrix is completed by running the rest
+later; where no DIR finished it, it shows as the first DIR left it. Written
 to ``<reports-dir>/matrix-<stamp>/`` (``matrix-latest`` points at it) or ``--out``, with each
 part's command, start and wall time in ``meta.parts``; its links to timelines and logs are
 relative paths into the parts, which stay where they are.
@@ -49,29 +52,44 @@ def load(part: Path) -> Matrix:
                          f"{exc})") from None
 
 
+def finished(m: Matrix, version: str) -> bool:
+    """The run reached the end of ``version``: it has cells and none is "not run"."""
+    mine = [c for (_s, v), c in m.cells.items() if v == version]
+    return bool(mine) and all(c.status != "not run" for c in mine)
+
+
 def join(parts: list[Path], out: Path) -> Matrix:
     """One matrix of ``parts``' cells, its paths relative to ``out``."""
     if not parts:
         raise ValueError("no matrix directory given")
+    loaded = [(part, load(part)) for part in parts]
     owner: dict[str, Path] = {}
+    for part, m in loaded:
+        for v in m.versions:
+            if finished(m, v):
+                if v in owner:
+                    raise ValueError(f"release {v} is in both {owner[v]} and {part}")
+                owner[v] = part
+    for part, m in loaded:
+        for v in m.versions:
+            owner.setdefault(v, part)  # finished nowhere: as the first part left it
     scenarios: list[str] = []
     cells = {}
     per_version: dict[str, dict] = {}
     meta_parts = []
-    for part in parts:
-        m = load(part)
-        for v in m.versions:
-            if v in owner:
-                raise ValueError(f"release {v} is in both {owner[v]} and {part}")
-            owner[v] = part
+    for part, m in loaded:
+        taken = [v for v in m.versions if owner[v] == part]
         scenarios += [s for s in m.scenarios if s not in scenarios]
         for (s, v), cell in m.cells.items():
-            cell.timeline = _moved(cell.timeline, part, out)
-            cells[(s, v)] = cell
+            if v in taken:
+                cell.timeline = _moved(cell.timeline, part, out)
+                cells[(s, v)] = cell
         for v, p in (m.meta.get("per_version") or {}).items():
-            per_version[v] = {**p, "log": _moved(p.get("log"), part, out),
-                              "run_dir": _moved(p.get("run_dir"), part, out)}
-        meta_parts.append({"dir": os.path.relpath(part, out), "versions": m.versions,
+            if v in taken:
+                per_version[v] = {**p, "log": _moved(p.get("log"), part, out),
+                                  "run_dir": _moved(p.get("run_dir"), part, out)}
+        meta_parts.append({"dir": os.path.relpath(part, out), "versions": taken,
+                           "left_out": [v for v in m.versions if v not in taken],
                            **{k: m.meta.get(k) for k in ("command", "started", "wall_s",
                                                          "jobs", "lanes", "commit")}})
     versions = sorted(owner, key=_column_key)

@@ -64,6 +64,31 @@ def test_a_release_in_two_parts_is_refused(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+def test_an_interrupted_matrix_is_completed_by_a_later_part(tmp_path):
+    # Interrupted in v1.14.0 (its unfinished tests "not run"), v1.13.0 never reached.
+    first = part(tmp_path, "first", ["v1.13.0", "v1.14.0", "v1.15.0"], {
+        ("limits", "v1.15.0"): Cell("passed"),
+        ("limits", "v1.14.0"): Cell("passed"), ("drift", "v1.14.0"): Cell("not run", "interrupted"),
+        ("drift", "v1.15.0"): Cell("passed")})
+    rest = part(tmp_path, "rest", ["v1.13.0", "v1.14.0"], {
+        ("limits", "v1.13.0"): Cell("passed"), ("drift", "v1.13.0"): Cell("failed", "late"),
+        ("limits", "v1.14.0"): Cell("passed"), ("drift", "v1.14.0"): Cell("passed")})
+    out = tmp_path / "joined"
+    m = matrix_join.join([first, rest], out)
+    assert m.versions == ["v1.13.0", "v1.14.0", "v1.15.0"]
+    assert [m.cell("drift", v).status for v in m.versions] == ["failed", "passed", "passed"]
+    assert (out / m.meta["per_version"]["v1.14.0"]["log"]).resolve() == rest / "v1.14.0/pytest.log"
+    assert [(p["versions"], p["left_out"]) for p in m.meta["parts"]] == [
+        (["v1.15.0"], ["v1.13.0", "v1.14.0"]), (["v1.13.0", "v1.14.0"], [])]
+    assert "not finished there, taken from another part: v1.13.0 v1.14.0" in matrix.to_markdown(m)
+
+
+def test_a_release_finished_nowhere_shows_as_the_first_part_left_it(tmp_path):
+    a = part(tmp_path, "a", ["v1.15.0"], {("limits", "v1.15.0"): Cell("not run", "interrupted")})
+    m = matrix_join.join([a], tmp_path / "joined")
+    assert m.versions == ["v1.15.0"] and m.cell("limits", "v1.15.0").status == "not run"
+
+
 def test_a_matrix_names_the_harness_commit_it_ran():
     commit = matrix.harness_commit()
     assert commit and len(commit.removesuffix("-dirty")) >= 7
