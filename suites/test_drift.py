@@ -11,7 +11,7 @@ from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, describe_claims
 from karpenter_e2e.fixtures.nodepools import TERMINATE_FIRST_GATES, require, static
-from karpenter_e2e.fixtures.pacing import ExpirationPacing
+from karpenter_e2e.fixtures.pacing import ExpirationPacing, static_refill_s
 from karpenter_e2e.fixtures.timings import timestamp
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
@@ -376,7 +376,7 @@ def test_a_static_pool_at_its_node_limit_keeps_its_drifted_nodes(nodepool_factor
 @pytest.mark.feature_gate("StaticCapacity")
 @pytest.mark.modes("local", reason="the harness sets Karpenter's feature gates in local mode")
 def test_terminate_first_replaces_a_drifted_static_pool_within_its_limit(
-        nodepool_factory, expect, timeline, timings):
+        nodepool_factory, expect, cluster, timeline, timings):
     """TerminateFirstDrift on; the same static pool at its limit drifts: Karpenter deletes
     each drifted NodeClaim first ("Disrupting NodeClaim: Drifted") and the pool refills to 2
     NodeClaims of the new template, never holding more than 2."""
@@ -393,14 +393,15 @@ def test_terminate_first_replaces_a_drifted_static_pool_within_its_limit(
 
         with allure.step("expect each drifted NodeClaim deleted first, then the pool refilled"):
             # One at a time (the default budget, 10% of 2 nodes rounded up): per NodeClaim a
-            # disruption pass, its termination and the static refill.
-            expect.watch_nodeclaims_end(pool, old, timeout=2 * DISRUPTION_TOLERANCE_S + 30,
+            # disruption pass and its termination, and a static refill between them.
+            refill = static_refill_s(cluster.info)
+            expect.watch_nodeclaims_end(pool, old, timeout=2 * DISRUPTION_TOLERANCE_S + refill,
                                         what=f"drifted NodeClaims {sorted(old)} to go")
             expect.eventually_karpenter_says(r"Disrupting NodeClaim: Drifted", about=old,
                                              timeout=10)
             claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
                 view.is_true(c, "Initialized") and not view.deleting(c) for c in cs),
-                "2 initialized NodeClaims of the new template", DISRUPTION_TOLERANCE_S)
+                "2 initialized NodeClaims of the new template", refill)
             stale = [view.name(c) for c in claims
                      if view.labels(c).get(KIND_KEY) != "changed" or view.name(c) in old]
             assert not stale, f"NodeClaims without the new template: {describe_claims(claims)}"

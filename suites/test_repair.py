@@ -16,8 +16,8 @@ import allure
 import pytest
 
 from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S
 from karpenter_e2e.fixtures.nodepools import TERMINATE_FIRST_GATES, static
+from karpenter_e2e.fixtures.pacing import static_refill_s
 
 FAULT = "KWOKUnhealthy"  # kwok/cloudprovider KWOKUnhealthyCondition
 TOLERATION_S = 30  # its RepairPolicy's TolerationDuration
@@ -127,7 +127,7 @@ def test_a_static_pool_at_its_node_limit_keeps_its_unhealthy_node(nodepool_facto
 @pytest.mark.karpenter_feature("static-capacity")
 @pytest.mark.karpenter_feature("terminate-first-repair")
 @pytest.mark.feature_gate("StaticCapacity")
-def test_terminate_first_repairs_a_static_pool_within_its_limit(nodepool_factory, expect,
+def test_terminate_first_repairs_a_static_pool_within_its_limit(nodepool_factory, expect, cluster,
                                                                 timeline, timings):
     """TerminateFirstRepair on; the same unhealthy node: after the toleration Karpenter deletes
     its NodeClaim first and the pool refills to 2 NodeClaims, never holding more than 2."""
@@ -146,7 +146,7 @@ def test_terminate_first_repairs_a_static_pool_within_its_limit(nodepool_factory
                                                f"{TOLERATION_S}s toleration", going={sick})
             fresh = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
                 view.is_true(c, "Initialized") and not view.deleting(c) for c in cs),
-                "2 initialized NodeClaims again", DISRUPTION_TOLERANCE_S)
+                "2 initialized NodeClaims again", static_refill_s(cluster.info))
             kept = {view.name(c) for c in fresh} & claims
             assert kept == claims - {sick}, \
                 f"the healthy NodeClaim should stay: {sorted(kept)} of {sorted(claims)} left"
