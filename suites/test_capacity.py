@@ -61,8 +61,8 @@ def test_spot_only_training_job_completes_on_spot(nodepool_factory, inflate_fact
                                   memory="4Gi")
 
     with allure.step("expect the Job to complete, with every pod on a spot node"):
+        nodes = list(expect.watch_job_placement(job, 4).values())
         expect.eventually_job_complete(job, 4)
-        nodes = expect.node_of_each_pod(job.pods())
         capacity = Counter(n.metadata.labels[CAPACITY_TYPE] for n in nodes)
         assert capacity == Counter({"spot": 4}), f"Job pods ran on {dict(capacity)}"
         expect.expect_nodes_satisfy(pool, list({n.metadata.name: n for n in nodes}.values()))

@@ -4,6 +4,7 @@ import allure
 import pytest
 
 from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S as TOLERANCE
+from karpenter_e2e.clusters.karpenter_words import untolerated
 from karpenter_e2e.clusters.labels import GPU_COUNT, INSTANCE_TYPE
 from karpenter_e2e.clusters.waits import Observation
 from karpenter_e2e.fixtures.expect import GPU_RESOURCE, describe_claims
@@ -96,8 +97,7 @@ def test_gpu_pod_without_toleration_stays_pending_and_says_why(nodepool_factory,
 
         with expect.throughout(no_claims, f"no NodeClaim of {pool.name} for a pod that does "
                                           f"not tolerate its taint"):
-            # v1.0.x: "did not tolerate <taint>"; from v1.5: "did not tolerate taint (taint=<taint>)"
-            expect.eventually_karpenter_says(r"did not tolerate (taint \(taint=)?nvidia\.com/gpu=",
+            expect.eventually_karpenter_says(untolerated("nvidia.com/gpu="),
                                              namespace=gpu.namespace)
             expect.consistently_pods_pending(gpu, 1, duration=20)
         verdict = diagnose()

@@ -9,6 +9,7 @@ from kubernetes import client
 from kubernetes.utils import parse_quantity
 
 from karpenter_e2e.clusters import objects as view
+from karpenter_e2e.clusters.karpenter_words import no_type_fits
 from karpenter_e2e.clusters.kube import if_found
 from karpenter_e2e.clusters.labels import ARCH, AWS, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE
 from karpenter_e2e.clusters.waits import Observation
@@ -731,7 +732,7 @@ def test_ephemeral_storage_requests_decide_how_many_pods_share_a_nodeclaim(
     with allure.step(f"expect no NodeClaim for the pod of {OVERSIZED}, and Karpenter to say why"):
         waiting = [p.metadata.name for p in oversized.pods()]
         said = expect.eventually_karpenter_says(
-            rf"no instance type has enough resources.*ephemeral-storage\W+{OVERSIZED}",
+            no_type_fits("ephemeral-storage", OVERSIZED),
             namespace=oversized.namespace, about=waiting)
         expect.consistently_nodeclaims_untouched(pool, {view.name(c) for c in claims}, 15)
         expect.consistently_pods_pending(oversized, 1, duration=1)
