@@ -403,9 +403,7 @@ def test_terminate_first_replaces_a_drifted_static_pool_within_its_limit(
                                         what=f"drifted NodeClaims {sorted(old)} to go")
             expect.eventually_karpenter_says(r"Disrupting NodeClaim: Drifted", about=old,
                                              timeout=10)
-            claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
-                view.is_true(c, "Initialized") and not view.deleting(c) for c in cs),
-                "2 initialized NodeClaims of the new template", refill)
+            claims = expect.eventually_static_pool_full(pool, 2, refill)
             stale = [view.name(c) for c in claims
                      if view.labels(c).get(KIND_KEY) != "changed" or view.name(c) in old]
             assert not stale, f"NodeClaims without the new template: {describe_claims(claims)}"

@@ -144,9 +144,7 @@ def test_terminate_first_repairs_a_static_pool_within_its_limit(nodepool_factory
             acted = expect.consistently_untouched_then_acted(
                 pool, claims, eligible, ACT_S, f"{FAULT}=True on {node} passed its "
                                                f"{TOLERATION_S}s toleration", going={sick})
-            fresh = expect.eventually_nodeclaims(pool, lambda cs: len(cs) == 2 and all(
-                view.is_true(c, "Initialized") and not view.deleting(c) for c in cs),
-                "2 initialized NodeClaims again", static_refill_s(cluster.info))
+            fresh = expect.eventually_static_pool_full(pool, 2, static_refill_s(cluster.info))
             kept = {view.name(c) for c in fresh} & claims
             assert kept == claims - {sick}, \
                 f"the healthy NodeClaim should stay: {sorted(kept)} of {sorted(claims)} left"
