@@ -88,7 +88,10 @@ def _verdict(result: dict | None) -> dict | None:
             # each side runs its own steps (its expect.yaml's, or --expect's for both)
             "steps": len(steps), "steps_ok": sum(s["outcome"] == "ok" for s in steps),
             "steps_failed": [f"{s['label']} ({s['text']}) {s['outcome']}" for s in steps
-                             if s["outcome"] not in ("ok", "not run")]}
+                             if s["outcome"] not in ("ok", "not run")],
+            # the oracles that failed on this side (a check.json from before them: none)
+            "oracles_failed": sorted({f["oracle"] for f in
+                                      (result.get("oracles") or {}).get("findings", [])})}
 
 
 def summary(base: dict | None, head: dict, base_described: str, base_note: str = "",
@@ -157,6 +160,11 @@ def markdown(s: dict) -> str:
         out += ["", f"Base: {s['base_note']}"]
     if head["failed"]:
         out += ["", "Failed on head: " + "; ".join(f"`{f}`" for f in head["failed"])]
+    sides_judged = [(name, v) for name, v in (("head", head), ("base", s["base"])) if v]
+    out += ["", "Oracles: " + "; ".join(
+        f"{name} " + (("broke " + ", ".join(f"`{o}`" for o in v["oracles_failed"]))
+                      if v.get("oracles_failed") else "all held")
+        for name, v in sides_judged)]
     sides = [(name, v) for name, v in (("head", head), ("base", s["base"])) if v]
     if any(v.get("steps") for _, v in sides):
         out += ["", "Steps: " + "; ".join(

@@ -99,6 +99,8 @@ class ExpectFile:
     catalogue: str | None = None
     # `steps:` as written, each with its line; checks.steps parses and resolves them
     steps: list[RawStep] = field(default_factory=list)
+    # `oracles_not_applicable:` {oracle: why}: oracles this folder cannot meet by design
+    oracles_not_applicable: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -134,7 +136,7 @@ def load(path: Path | None) -> ExpectFile:
                           "'scale_in:', 'after_scale_in:', 'steps:', 'karpenter:', "
                           "'catalogue:')")
     unknown = set(data) - {"scale", "scale_in", "expect", "after_scale_in", "steps", "karpenter",
-                           "catalogue"}
+                           "catalogue", "oracles_not_applicable"}
     if unknown:
         raise ExpectError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}")
     out = ExpectFile(path, _replicas(path, "scale", data.get("scale")),
@@ -148,6 +150,7 @@ def load(path: Path | None) -> ExpectFile:
     out.karpenter = _settings(path, data.get("karpenter"))
     out.catalogue = _catalogue(path, data.get("catalogue"))
     out.steps = _raw_steps(path, text, data.get("steps"))
+    out.oracles_not_applicable = _not_applicable(path, data.get("oracles_not_applicable"))
     if out.steps and out.scale_in:
         raise ExpectError(f"{path}: steps and scale_in both given: write the scale-in as steps "
                           "(- scale: {workload: W, replicas: N}, - settle: {}, - expect: [...])")
@@ -165,6 +168,22 @@ def _settings(path: Path, value) -> dict[str, str]:
         raise ExpectError(f"{path}: karpenter: expected KEY: VALUE settings, e.g. "
                           "{MIN_VALUES_POLICY: BestEffort, CapacityBuffer: true}")
     return {str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in value.items()}
+
+
+def _not_applicable(path: Path, value) -> dict[str, str]:
+    """`oracles_not_applicable:`: {oracle: why} (fixtures/oracles.py names them)."""
+    from karpenter_e2e.fixtures.oracles import NAMES
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) and v.strip()
+                                              for v in value.values()):
+        raise ExpectError(f"{path}: oracles_not_applicable: expected ORACLE: why, e.g. "
+                          "{no-pod-ignored: the folder stops Karpenter on purpose}")
+    unknown = sorted(set(value) - set(NAMES))
+    if unknown:
+        raise ExpectError(f"{path}: oracles_not_applicable: no oracle {', '.join(unknown)}; "
+                          f"known: {', '.join(NAMES)}")
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _catalogue(path: Path, value) -> str | None:

@@ -69,6 +69,7 @@ def tables(result: dict, pictures: bool = False) -> str:
     if "karpenter_log" in result:
         out += [f"Karpenter's log while the check ran: "
                 f"{result['karpenter_log'] or 'no panic, no error logged 3 times or more'}", ""]
+    out += _oracles(result.get("oracles"))
     out += _phase_tables(result["scale_out"], "After scale-out")
     files = result.get("files") or {}
     if pictures and files.get("packing"):
@@ -257,3 +258,24 @@ def write_allure(result: dict, results_dir: Path, timeline_png: Path | None,
             uuid=str(uuid.uuid4()), name=name, fullName=f"{suite}::{name}",
             historyId=f"{suite}::{name}", start=start, stop=stop, labels=labels,
             status=status, statusDetails=StatusDetails(message=message)))
+
+
+def _oracles(verdict: dict | None) -> list[str]:
+    """The oracles' verdict on the whole check (fixtures/oracles.py): each oracle's outcome,
+    then each finding with its evidence."""
+    if verdict is None:
+        return []
+    from karpenter_e2e.fixtures.oracles import ORACLES
+    n = len(verdict["findings"])
+    out = [f"## Oracles: {'FAILED, ' + str(n) + ' finding(s)' if n else 'all held'}", "",
+           "| oracle | what it judges | outcome |", "|---|---|---|"]
+    for o in ORACLES:
+        if o.name in verdict["not_applicable"]:
+            outcome = f"not applicable: {verdict['not_applicable'][o.name]}"
+        else:
+            k = sum(f["oracle"] == o.name for f in verdict["findings"])
+            outcome = f"**FAILED** ({k})" if k else "held"
+        out.append(f"| {o.name} | {o.title} | {outcome} |")
+    for f in verdict["findings"]:
+        out += ["", f"- **{f['oracle']}**: {f['what']}"] + [f"  - `{e}`" for e in f["evidence"][:10]]
+    return out + [""]

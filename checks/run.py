@@ -31,7 +31,7 @@ from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.kube import NODEPOOL, Kind, Kube
 from karpenter_e2e.clusters.waits import WaitTimeout
-from karpenter_e2e.fixtures import diagnosis
+from karpenter_e2e.fixtures import diagnosis, oracles
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
 
@@ -239,9 +239,15 @@ class Check:
             self._step_timings(ran)
         timeline.stop()
         result = self._result(info, out_snap, ran, results, settled, settle_error, timeline)
-        # A panic or an error Karpenter kept logging while the check ran: said beside the
-        # verdict, not left in karpenter.log alone.
-        result["karpenter_log"] = diagnosis.log_problems(_read_from(info.karpenter_log, offset))
+        # The oracles judge every check as they judge every scenario (fixtures/oracles.py):
+        # a broken one fails the check, beside its expectations.
+        log_text = _read_from(info.karpenter_log, offset)
+        result["karpenter_log"] = diagnosis.log_problems(log_text)
+        record = oracles.gather(self.kube, timeline.recording, observe.NODEPOOL_LABEL, log_text,
+                                info.versions.get("karpenter", ""), [ALL_NAMESPACES])
+        verdict = oracles.judge(record, self.plan.expect.oracles_not_applicable)
+        result["oracles"] = verdict.to_dict()
+        result["passed"] = result["passed"] and not verdict.failed
         return result
 
     def _mapped(self, ms: list[Manifest], nodeclass: tuple[str, str, str]) -> list[Manifest]:

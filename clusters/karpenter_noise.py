@@ -1,0 +1,46 @@
+"""Lines of Karpenter's log that are known noise: errors a healthy Karpenter logs in normal
+operation, by release, each with why it is harmless. The log oracle (fixtures/oracles.py)
+leaves them out of its count of repeated errors, never out of its panic or refused-create
+checks, and a pattern names one error, not a kind of error. The table is rendered into
+docs/oracles.md."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from karpenter_e2e.clusters.infra import versions
+
+
+@dataclass(frozen=True)
+class Noise:
+    pattern: str  # matched against "<controller>: <message>: <error>"
+    since: str  # the first release that logs it ("" = every served release)
+    until: str  # the last release that logs it ("" = still)
+    why: str
+
+    def applies(self, release: str) -> bool:
+        if not versions.is_release(release):
+            return True
+        key = versions.semver(release)
+        return (not self.since or key >= versions.semver(self.since)) and \
+            (not self.until or key <= versions.semver(self.until))
+
+
+NOISE: tuple[Noise, ...] = (
+    Noise(r"^: could not schedule pod: ", "", "",
+          "logged at ERROR for every pod a scheduling round cannot place, in every round (the "
+          "pod re-triggers the provisioner every 10 s: provisioning/scheduling/scheduler.go "
+          "Results.Record); the same round gives the pod a FailedScheduling event, which the "
+          "no-pod-ignored oracle reads. A pod left unplaced is Karpenter's answer, not an "
+          "error of Karpenter's"),
+)
+
+
+def for_release(release: str) -> list[tuple[Noise, re.Pattern[str]]]:
+    return [(n, re.compile(n.pattern)) for n in NOISE if n.applies(release)]
+
+
+def matches(noise: list[tuple[Noise, re.Pattern[str]]], line) -> bool:
+    text = f"{line.controller}: {line.message}: {line.error}"
+    return any(p.search(text) for _, p in noise)

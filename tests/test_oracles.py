@@ -1,0 +1,265 @@
+"""The oracles on recorded runs made by hand: each fires on what it names and stays quiet on
+a healthy record."""
+
+import json
+
+import pytest
+
+from karpenter_e2e.clusters.karpenter_clock import DAEMON_RETRY_S, DECISION_BOUND_S
+from karpenter_e2e.fixtures import oracles
+from karpenter_e2e.fixtures.oracles import Record, judge
+from karpenter_e2e.fixtures.timeline import Recording
+
+T0 = 1_700_000_000.0
+TID = "abc123"
+
+
+def pod(name, t, *, node="", sched=None, owner="ReplicaSet", owner_name="inflate-x", target="",
+        dnd=False, deleting=None, phase="Pending", labels=None):
+    return {"name": name, "created": int(T0), "deleting": deleting, "phase": phase, "node": node,
+            "owner": owner, "owner_name": owner_name, "labels": labels or {"app": "inflate"},
+            "target": target, "dnd": dnd,
+            "scheduled": [*sched, float(int(t))] if sched else None}
+
+
+UNSCHED = ("False", "Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.")
+
+
+def claim(name, t, *, node="", pool=f"default-{TID}", itype="m5.large", capacity=None,
+          deleting=None):
+    return {"name": name, "created": int(t), "deleting": deleting, "node": node,
+            "instance_type": itype, "capacity_type": "on-demand", "nodepool": pool,
+            "conditions": {}, "zone": "us-west-2a", "requests": {},
+            "allocatable": {}, "capacity": capacity or {"cpu": "2", "memory": "8Gi"}}
+
+
+def event(reason, kind, name, t, message="", count=1, uid=None):
+    return {"uid": uid or f"{reason}-{name}-{t}", "count": count, "t": float(int(t)),
+            "reason": reason, "kind": kind, "name": name, "namespace": "ns", "message": message}
+
+
+def recording(*entries, end=T0 + 120):
+    rec = Recording(TID, T0, namespace="ns")
+    for t, source, kind, item in entries:
+        rec.log.append([t, source, kind, item])
+    rec.stopped = end
+    return rec
+
+
+def findings(rec, **kw):
+    return [f.oracle for f in judge(Record(rec, **kw)).findings]
+
+
+# ---- no pod ignored -----------------------------------------------------------------------------
+def test_a_pod_without_a_decision_is_a_finding_and_one_with_an_event_is_not():
+    silent = recording((T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED)))
+    verdict = judge(Record(silent))
+    assert [f.oracle for f in verdict.findings] == ["no-pod-ignored"]
+    assert "p1: unschedulable since" in verdict.findings[0].evidence[0]
+    told = recording((T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED)),
+                     (T0 + 5, "events", "ADDED", event("FailedScheduling", "Pod", "p1", T0 + 5,
+                                                       "Failed to schedule pod, ...")))
+    assert findings(told) == []
+    placed = recording((T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED)),
+                       (T0 + 9, "pods", "MODIFIED", pod("p1", T0 + 1, node="n1",
+                                                        phase="Running")))
+    assert findings(placed) == []
+
+
+def test_a_decision_after_the_bound_is_too_late_and_a_pod_waiting_less_is_not_judged():
+    late = recording((T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED)),
+                     (T0 + 3 + DECISION_BOUND_S, "events", "ADDED",
+                      event("Nominated", "Pod", "p1", T0 + 3 + DECISION_BOUND_S)))
+    assert findings(late) == ["no-pod-ignored"]
+    young = recording((T0 + 100, "pods", "ADDED", pod("p1", T0 + 100, sched=UNSCHED)),
+                      end=T0 + 100 + DECISION_BOUND_S - 1)
+    assert findings(young) == []
+
+
+def test_a_pod_without_an_event_decided_by_the_nodeclaim_it_lands_on():
+    """Karpenter rate-limits Nominated events: the NodeClaim a pod lands on is the decision."""
+    def case(claim_at):
+        return findings(recording(
+            (T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED)),
+            (claim_at, "nodeclaims", "ADDED", claim("c1", claim_at, node="n1")),
+            (claim_at + 30, "pods", "MODIFIED", pod("p1", T0 + 1, node="n1", phase="Running"))),
+            end=claim_at + 40)
+    assert case(T0 + 12) == []
+    assert case(T0 + 4 + DECISION_BOUND_S) == ["no-pod-ignored"]
+
+
+def test_daemonset_pods_are_not_the_provisioners_to_answer():
+    ds = recording((T0 + 1, "pods", "ADDED", pod("d1", T0 + 1, sched=UNSCHED, owner="DaemonSet")))
+    assert findings(ds) == []
+
+
+# ---- daemons fit -------------------------------------------------------------------------------
+def _daemon_case(ds_created, pending_for):
+    node = "n1"
+    insufficient = ("False", "Unschedulable", "0/5 nodes are available: 1 Insufficient memory.")
+    rec = recording(
+        (T0 + 2, "nodeclaims", "ADDED", claim("c1", T0 + 2, node=node)),
+        (T0 + 3, "nodes", "ADDED", {"name": node, "created": int(T0 + 3), "deleting": None,
+                                    "instance_type": "m5.large", "capacity_type": "on-demand",
+                                    "ready": int(T0 + 4), "price": "0.096"}),
+        (T0 + 5, "pods", "ADDED", pod("d1", T0 + 5, sched=insufficient, owner="DaemonSet",
+                                      owner_name="logs", target=node)),
+        (T0 + 5 + pending_for, "pods", "MODIFIED", pod("d1", T0 + 5, node=node,
+                                                       owner="DaemonSet", owner_name="logs",
+                                                       target=node, phase="Running")))
+    ds = {"metadata": {"name": "logs", "creationTimestamp": _iso(ds_created)}}
+    return findings(rec, daemonsets=[ds])
+
+
+def _iso(t):
+    import datetime as dt
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_daemon_pending_for_room_on_a_node_karpenter_sized_is_a_finding():
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5) == ["daemons-fit"]
+    assert _daemon_case(T0, 2) == []  # a retry away
+    assert _daemon_case(T0 + 30, DAEMON_RETRY_S + 5) == []  # came after the node was sized
+
+
+# ---- Karpenter's log ---------------------------------------------------------------------------
+def _line(level, message, error="", **extra):
+    return json.dumps({"level": level, "message": message, "error": error, **extra})
+
+
+def test_a_panic_a_repeated_error_and_a_refused_create_are_findings():
+    rec = recording()
+    panic = _line("ERROR", "Observed a panic", "runtime error: index out of range [3]")
+    assert findings(rec, log_text=panic) == ["karpenter-log-clean"]
+    repeated = "\n".join(_line("ERROR", "Reconciler error", f"ec2 throttled after {n}ms",
+                               controller="nodeclaim.lifecycle") for n in (10, 20, 30))
+    assert findings(rec, log_text=repeated) == ["karpenter-log-clean"]
+    twice = "\n".join(repeated.splitlines()[:2])
+    assert findings(rec, log_text=twice) == []
+    refused = _line("ERROR", "failed launching nodeclaim", 'creating nodeclaim, admission '
+                    'webhook "validation.karpenter.sh" denied the request')
+    verdict = judge(Record(rec, log_text=refused))
+    assert "refused 1 NodeClaim create" in verdict.findings[0].what
+
+
+def test_lines_about_another_tests_objects_are_theirs():
+    rec = recording()
+    other = "\n".join(_line("ERROR", "Reconciler error", "boom",
+                            NodePool={"name": "default-ffffff"}) for _ in range(3))
+    assert findings(rec, log_text=other) == []
+    mine = other.replace("ffffff", TID)
+    assert findings(rec, log_text=mine) == ["karpenter-log-clean"]
+
+
+# ---- plans are honest --------------------------------------------------------------------------
+def test_nodeclaims_breaking_their_pools_requirements_or_limits_are_findings():
+    pool = {"metadata": {"name": f"default-{TID}"}, "spec": {
+        "limits": {"cpu": "3"},
+        "template": {"spec": {"requirements": [
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
+            {"key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": 3}]}}}}
+    c = {"metadata": {"name": "c1", "labels": {"karpenter.sh/nodepool": f"default-{TID}",
+                                               "karpenter.sh/capacity-type": "on-demand",
+                                               "node.kubernetes.io/instance-type": "m5.large"}},
+         "spec": {"requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                    "values": ["m5.large", "m5.xlarge"]}],
+                  "resources": {"requests": {"cpu": "3"}}},
+         "status": {"allocatable": {"cpu": "1930m"}}}
+    rec = recording(*[(T0 + i, "nodeclaims", "ADDED", claim(f"c{i}", T0 + i)) for i in (1, 10, 20)])
+    verdict = judge(Record(rec, pools=[pool], claims=[c]))
+    whats = [f.what for f in verdict.findings]
+    assert "NodeClaims break their NodePool's requirements" in whats
+    assert any("capacity-type" in e for f in verdict.findings for e in f.evidence)
+    assert any("minValues 3" in e for f in verdict.findings for e in f.evidence)
+    assert "NodeClaims planned for more than their instance type holds" in whats
+    assert "a NodePool's limits were exceeded" in whats  # c20 created while 2 x 2 cpu > 3 were in use
+
+
+def test_pods_pending_together_planned_in_two_rounds_are_a_finding():
+    def case(second_round_at):
+        entries = [(T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1)),
+                   (second_round_at, "nodeclaims", "ADDED", claim("c2", second_round_at))]
+        for i, c in ((1, "c1"), (2, "c2")):
+            entries.append((T0 + 0.5, "pods", "ADDED", pod(f"p{i}", T0, sched=UNSCHED)))
+            entries.append((T0 + 1, "events", "ADDED", event(
+                "Nominated", "Pod", f"p{i}", T0 + 1, f"Pod should schedule on: nodeclaim/{c}")))
+        return findings(recording(*entries))
+    assert case(T0 + 1.5) == []
+    assert case(T0 + 12) == ["plans-honest"]
+
+
+# ---- it settles, protection holds --------------------------------------------------------------
+def _node(name, t, price):
+    return {"name": name, "created": int(t), "deleting": None, "instance_type": "m5.large",
+            "capacity_type": "on-demand", "ready": int(t), "price": price}
+
+
+def test_a_consolidation_that_does_not_lower_the_price_is_a_finding():
+    def case(new_price):
+        return findings(recording(
+            (T0 + 1, "nodeclaims", "ADDED", claim("old", T0 + 1, node="n-old")),
+            (T0 + 1, "nodes", "ADDED", _node("n-old", T0 + 1, "0.10")),
+            (T0 + 50, "nodeclaims", "ADDED", claim("new", T0 + 50, node="n-new")),
+            (T0 + 51, "nodes", "ADDED", _node("n-new", T0 + 51, new_price)),
+            (T0 + 50, "events", "ADDED", event("DisruptionLaunching", "NodeClaim", "new", T0 + 50,
+                                               "Launching NodeClaim: Underutilized/Replace")),
+            (T0 + 60, "events", "ADDED", event("DisruptionTerminating", "NodeClaim", "old",
+                                               T0 + 60, "Disrupting NodeClaim: "
+                                                        "Underutilized/Replace"))))
+    assert case("0.05") == []
+    assert case("0.10") == ["it-settles"]
+
+
+def test_a_do_not_disrupt_pod_evicted_by_consolidation_is_a_finding():
+    def case(reason):
+        return findings(recording(
+            (T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1")),
+            (T0 + 40, "nodeclaims", "MODIFIED", claim("c1", T0 + 1, node="n1",
+                                                      deleting=int(T0 + 40))),
+            (T0 + 2, "pods", "ADDED", pod("p1", T0 + 2, node="n1", dnd=True, phase="Running")),
+            (T0 + 42, "pods", "MODIFIED", pod("p1", T0 + 2, node="n1", dnd=True,
+                                              deleting=int(T0 + 42), phase="Running")),
+            (T0 + 40, "events", "ADDED", event("DisruptionTerminating", "NodeClaim", "c1",
+                                               T0 + 40, f"Disrupting NodeClaim: {reason}"))))
+    assert case("Underutilized/Delete") == ["protection-holds"]
+    assert case("Expired") == []  # expiration is forceful by design
+
+
+# ---- the verdict ---------------------------------------------------------------------------------
+def test_not_applicable_oracles_are_not_judged_and_unknown_names_are_refused():
+    silent = recording((T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED)))
+    verdict = judge(Record(silent), {"no-pod-ignored": "provokes silence on purpose"})
+    assert verdict.findings == [] and "no-pod-ignored" not in verdict.judged
+    assert "n/a   no-pod-ignored: provokes silence on purpose" in verdict.summary()
+    with pytest.raises(ValueError, match="unknown oracle"):
+        judge(Record(silent), {"no-such": "x"})
+
+
+def test_every_oracle_has_a_title_and_the_names_are_unique():
+    assert len(set(oracles.NAMES)) == len(oracles.ORACLES) >= 6
+    assert all(o.title for o in oracles.ORACLES)
+
+
+def test_the_oracles_page_is_up_to_date():
+    from karpenter_e2e.reports import oracles_page
+    assert oracles_page.main(["--check"]) == 0, \
+        f"docs/oracles.md is stale: run {oracles_page.COMMAND}"
+
+
+def test_an_eviction_past_a_pdb_while_karpenter_drains_is_a_finding():
+    pdb = {"metadata": {"name": "keep-2"},
+           "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "inflate"}}}}
+
+    def case(second_deleted_at):
+        entries = [(T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1")),
+                   (T0 + 40, "nodeclaims", "MODIFIED", claim("c1", T0 + 1, node="n1",
+                                                             deleting=int(T0 + 40)))]
+        for i in range(3):
+            entries.append((T0 + 2, "pods", "ADDED", pod(f"p{i}", T0 + 2, node="n1",
+                                                         phase="Running")))
+        entries.append((T0 + 41, "pods", "MODIFIED", pod("p0", T0 + 2, node="n1",
+                                                         deleting=int(T0 + 41), phase="Running")))
+        entries.append((second_deleted_at, "pods", "MODIFIED", pod(
+            "p1", T0 + 2, node="n1", deleting=int(second_deleted_at), phase="Running")))
+        return findings(recording(*entries), pdbs=[pdb])
+    assert case(T0 + 60) == ["protection-holds"]  # 3 -> 1 healthy, minAvailable 2
