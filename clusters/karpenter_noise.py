@@ -28,7 +28,7 @@ class Noise:
 
 
 NOISE: tuple[Noise, ...] = (
-    Noise(r"^: could not schedule pod: ", "", "",
+    Noise(r"^[\w.]*: could not schedule pod: ", "", "",
           "logged at ERROR for every pod a scheduling round cannot place, in every round (the "
           "pod re-triggers the provisioner every 10 s: provisioning/scheduling/scheduler.go "
           "Results.Record); the same round gives the pod a FailedScheduling event, which the "

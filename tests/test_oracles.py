@@ -263,3 +263,23 @@ def test_an_eviction_past_a_pdb_while_karpenter_drains_is_a_finding():
             "p1", T0 + 2, node="n1", deleting=int(second_deleted_at), phase="Running")))
         return findings(recording(*entries), pdbs=[pdb])
     assert case(T0 + 60) == ["protection-holds"]  # 3 -> 1 healthy, minAvailable 2
+
+
+def test_a_pod_whose_annotation_was_lifted_before_its_node_went_was_not_protected():
+    rec = recording(
+        (T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1")),
+        (T0 + 2, "pods", "ADDED", pod("p1", T0 + 2, node="n1", dnd=True, phase="Running")),
+        (T0 + 30, "pods", "MODIFIED", pod("p1", T0 + 2, node="n1", dnd=False, phase="Running")),
+        (T0 + 40, "nodeclaims", "MODIFIED", claim("c1", T0 + 1, node="n1",
+                                                  deleting=int(T0 + 40))),
+        (T0 + 42, "pods", "MODIFIED", pod("p1", T0 + 2, node="n1", dnd=False,
+                                          deleting=int(T0 + 42), phase="Running")),
+        (T0 + 40, "events", "ADDED", event("DisruptionTerminating", "NodeClaim", "c1", T0 + 40,
+                                           "Disrupting NodeClaim: Underutilized")))
+    assert findings(rec) == []
+
+
+def test_karpenters_report_of_a_pod_it_cannot_place_is_known_noise():
+    line = _line("ERROR", "could not schedule pod", "all available instance types exceed "
+                 "limits for nodepool", controller="provisioner")
+    assert findings(recording(), log_text="\n".join([line] * 5)) == []
