@@ -4,7 +4,8 @@ A mutant file is ``<name>.patch``: ``# key: value`` header lines (regression, sc
 family, version), then a unified diff relative to the module root. A ``<name>.fault`` has
 the header only and breaks the cluster instead of the code (``fault:`` options, e.g. a
 catalogue without arm64 types): the harness's negative checks, in the same matrix.
-Optional headers: ``setup:`` pytest options for the mutant *and* its control (e.g. an
+Optional headers: ``oracle:`` the one oracle that must catch it (its scenarios pass with
+the oracles off); ``setup:`` pytest options for the mutant *and* its control (e.g. an
 upgrade from the previous version), ``expect:`` how the scenario must fail (``killed``, an
 assertion, by default; ``aborted`` for a Karpenter that is not running), ``module:`` the
 module the diff applies to (``sigs.k8s.io/karpenter``, core, by default; or
@@ -30,7 +31,7 @@ from karpenter_e2e.clusters.infra import process
 ROOT = Path(__file__).resolve().parent.parent
 MUTANTS_DIR = ROOT / "mutants"
 FIELDS = ("regression", "scenarios", "family", "version")
-OPTIONAL = ("fault", "setup", "expect", "module")
+OPTIONAL = ("fault", "setup", "expect", "module", "oracle")
 EXPECT = ("killed", "aborted")
 CORE = "sigs.k8s.io/karpenter"
 AWS_PROVIDER = "github.com/aws/karpenter-provider-aws"
@@ -60,6 +61,9 @@ class Mutant:
     setup: tuple[str, ...] = ()  # pytest options for this mutant and its control
     expect: str = "killed"
     module: str = CORE  # the Go module the diff applies to
+    # An oracle's proof (fixtures/oracles.py): only that oracle catches this mutant. Its
+    # scenarios must pass with the oracles off and fail, naming it, with them on.
+    oracle: str = ""
 
     def runs_in(self, mode: str) -> bool:
         """A fault breaks a cluster of any mode its options allow; a patch needs a build of
@@ -105,10 +109,14 @@ def parse(path: Path) -> Mutant:
     if module not in MODES:
         raise MutantError(name, f"module: {module!r}; one of {', '.join(MODES)}")
     scenarios = tuple(s.strip() for s in header["scenarios"].split(",") if s.strip())
+    oracle = header.get("oracle", "")
+    if oracle and not re.fullmatch(r"[a-z][a-z-]*", oracle):
+        raise MutantError(name, f"oracle: {oracle!r} is no oracle name (docs/oracles.md)")
     return Mutant(name, path, header["regression"], scenarios, header["family"],
                   header["version"], hashlib.sha256(text.encode()).hexdigest(),
                   fault=tuple(shlex.split(header.get("fault", ""))),
-                  setup=tuple(shlex.split(header.get("setup", ""))), expect=expect, module=module)
+                  setup=tuple(shlex.split(header.get("setup", ""))), expect=expect, module=module,
+                  oracle=oracle)
 
 
 def _check_version(name: str, version: str) -> None:

@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 
 from karpenter_e2e.clusters import karpenter_clock as clock, karpenter_noise
+from karpenter_e2e.clusters.mutants import MUTANTS_DIR, load
 from karpenter_e2e.fixtures import oracles
+from karpenter_e2e.fixtures.oracles import NAMES
 from karpenter_e2e.reports.coverage import ROOT, SUITES, write_or_check
 
 OUT = ROOT / "docs" / "oracles.md"
@@ -76,6 +78,19 @@ def render(suites: Path = SUITES) -> str:
             lines.append(f"| `{n.pattern}` | {rel} | {n.why} |")
     else:
         lines.append("None: every repeated error counts.")
+    proofs = [m for m in load(MUTANTS_DIR) if m.oracle]
+    lines += ["", "## Each oracle's proof: a mutant only it catches", "",
+              "A mutant of Karpenter (mutants/) whose scenarios pass with the oracles off "
+              "(`--karpenter-oracles=off`) and fail, naming the oracle, with them on; `make "
+              "mutants MUTANTS=...` runs both beside the unmutated control.", ""]
+    if proofs:
+        lines += ["| oracle | mutant | regression | scenarios |", "|---|---|---|---|"]
+        lines += [f"| `{m.oracle}` | `{m.name}` | {m.regression} | {', '.join(m.scenarios)} |"
+                  for m in sorted(proofs, key=lambda m: NAMES.index(m.oracle)
+                                  if m.oracle in NAMES else 99)]
+    missing = [n for n in NAMES if n not in {m.oracle for m in proofs}]
+    if missing:
+        lines += ["", f"No proof mutant yet: {', '.join(f'`{n}`' for n in missing)}."]
     na = declared(suites)
     lines += ["", "## Scenarios that declare an oracle not applicable", ""]
     if na:

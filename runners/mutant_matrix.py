@@ -41,6 +41,7 @@ log = logging.getLogger("karpenter_e2e.mutants")
 ROOT = mutants_mod.ROOT
 REPORTS = ROOT / "reports"
 CONTROL = "control"
+BARE = "-no-oracles"  # an oracle mutant's second run, with the oracles off
 # How long one child run may take: its cluster, its scenarios and their teardown.
 CHILD_DEADLINE_S = 1500
 # The control runs in parts of at most this many seconds of measured scenario time
@@ -143,12 +144,24 @@ def classify(rows: list[dict], scenario: str) -> Cell:
     return Cell("survived")
 
 
-def verdict(row: Row, control: Row, expect: str = "killed") -> str:
+def verdict(row: Row, control: Row, expect: str = "killed", oracle: str = "",
+            bare: Row | None = None) -> str:
     """killed: every claimed scenario failed the way the mutant expects (an assertion, or for
     a stopped Karpenter an abort); partial: some did; survived: none did. A scenario the
-    unmutated build also fails proves nothing: inconclusive."""
-    if row.error:
+    unmutated build also fails proves nothing: inconclusive. An oracle's mutant is killed only
+    by that oracle: each scenario fails naming it, and passes in the run with the oracles off
+    (``bare``); one its scenarios' own asserts catch proves nothing of the oracle."""
+    if row.error or (bare is not None and bare.error):
         return "invalid"
+    if oracle and bare is not None:
+        for s in row.claimed:
+            cell, without = row.cells[s], bare.cells.get(s, Cell("not run"))
+            if cell.status == "killed" and f"[{oracle}]" not in cell.message:
+                row.cells[s] = Cell("not by its oracle", cell.message, cell.where)
+            elif cell.status == "killed" and without.status != "survived":
+                row.cells[s] = Cell("caught without the oracles",
+                                    f"with the oracles off: {without.status}: {without.message}",
+                                    without.where)
     for s in row.claimed:
         if control.cells.get(s, Cell("not run")).status != "survived":
             row.cells[s] = Cell("inconclusive", f"the control run did not pass {s}")
@@ -172,6 +185,7 @@ class Matrix:
         self.pytest_args = pytest_args
         self.rows: dict[str, Row] = {m.name: Row(m.name, m.regression, m.family, list(m.scenarios))
                                      for m in selected}
+        self.bare: dict[str, Row] = {}  # an oracle mutant's run with the oracles off
         # One control per set-up (most mutants share the plain one; an upgrade mutant's
         # control upgrades too): the unmutated build, on the union of the scenarios.
         self.controls: dict[tuple[str, ...], Row] = {}
@@ -319,6 +333,11 @@ class Matrix:
             for m in self.mutants:
                 if self.build_one(m):
                     futures.append(pool.submit(self.run_one, self.rows[m.name], m, m.setup))
+                    if m.oracle:  # the same mutant with the oracles off: its scenarios pass
+                        bare = self.bare.setdefault(m.name, Row(f"{m.name}{BARE}",
+                                                                claimed=list(m.scenarios)))
+                        futures.append(pool.submit(
+                            self.run_one, bare, m, (*m.setup, f"{plugin_flag('oracles')}=off")))
             for f in futures:
                 f.result()
         except BaseException:
@@ -331,7 +350,8 @@ class Matrix:
         pool.shutdown()
         for m in self.mutants:
             row = self.rows[m.name]
-            row.status = verdict(row, self.controls[m.setup], m.expect)
+            row.status = verdict(row, self.controls[m.setup], m.expect, m.oracle,
+                                 self.bare.get(m.name))
         for ctl in self.controls.values():
             ctl.status = "passed" if all(c.status == "survived" for c in ctl.cells.values()) \
                 else "failed"
@@ -344,7 +364,8 @@ class Matrix:
                 "wall_s": round(wall_s, 1), "jobs": self.jobs, "mode": self.mode,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "controls": [asdict(c) for c in self.controls.values()],
-                "mutants": [asdict(r) for r in rows]}
+                "mutants": [asdict(r) for r in rows],
+                "without_oracles": [asdict(r) for r in self.bare.values()]}
 
 
 def markdown(result: dict) -> str:
@@ -355,6 +376,10 @@ def markdown(result: dict) -> str:
                  "a time. A mutant is killed when every scenario its header names fails on an "
                  "assertion (or, for `expect: aborted`, stops with Karpenter not running) while "
                  "the unmutated build (the control) passes the same scenarios in this run.", ""]
+    for bare in result.get("without_oracles") or []:
+        cells = ", ".join(f"{s}={c['status']}" for s, c in bare["cells"].items())
+        lines.append(f"- {bare['name']} (the oracle mutant with the oracles off; its scenarios "
+                     f"must survive): {cells}, {bare['run_s']}s")
     for control in result["controls"]:
         cells = ", ".join(f"{s}={c['status']}" for s, c in control["cells"].items())
         lines.append(f"- {control['name']} ({control['regression']}): **{control['status']}** "

@@ -110,6 +110,18 @@ def test_a_kill_needs_every_claimed_scenario_and_a_passing_control():
                    Row("control", cells={"a": Cell("survived")})) == "survived"
 
 
+def test_an_oracle_mutant_is_killed_only_by_its_oracle_and_survives_without_the_oracles():
+    control = Row("control", claimed=["a"], cells={"a": Cell("survived")})
+
+    def case(message, without):
+        row = Row("m", claimed=["a"], cells={"a": Cell("killed", message)})
+        bare = Row("m-no-oracles", claimed=["a"], cells={"a": Cell(without)})
+        return verdict(row, control, "killed", "daemons-fit", bare)
+    assert case("[daemons-fit] 1 DaemonSet pod(s) do not fit", "survived") == "killed"
+    assert case("[daemons-fit] 1 DaemonSet pod(s) do not fit", "killed") == "survived"
+    assert case("AssertionError: 3 nodes, expected 2", "survived") == "survived"
+
+
 def test_matrix_markdown_names_findings():
     result = {"score": "1/2", "wall_s": 90, "jobs": 2,
               "controls": [{"name": "control", "regression": "plain", "status": "passed",

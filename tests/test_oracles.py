@@ -18,7 +18,7 @@ def pod(name, t, *, node="", sched=None, owner="ReplicaSet", owner_name="inflate
         dnd=False, deleting=None, phase="Pending", labels=None):
     return {"name": name, "created": int(T0), "deleting": deleting, "phase": phase, "node": node,
             "owner": owner, "owner_name": owner_name, "labels": labels or {"app": "inflate"},
-            "target": target, "dnd": dnd,
+            "target": target, "dnd": dnd, "ready": phase == "Running",
             "scheduled": [*sched, float(int(t))] if sched else None}
 
 
@@ -283,3 +283,35 @@ def test_karpenters_report_of_a_pod_it_cannot_place_is_known_noise():
     line = _line("ERROR", "could not schedule pod", "all available instance types exceed "
                  "limits for nodepool", controller="provisioner")
     assert findings(recording(), log_text="\n".join([line] * 5)) == []
+
+
+def test_every_oracle_mutant_names_a_known_oracle():
+    from karpenter_e2e.clusters.mutants import load
+    named = {m.name: m.oracle for m in load() if m.oracle}
+    assert named, "no mutant proves an oracle"
+    assert all(o in oracles.NAMES for o in named.values()), named
+
+
+def test_a_consolidation_is_priced_as_karpenter_sees_it_through_a_node_overlay():
+    rec = recording(
+        (T0 + 1, "nodeclaims", "ADDED", claim("old", T0 + 1, node="n-old", itype="c5.large")),
+        (T0 + 1, "nodes", "ADDED", _node("n-old", T0 + 1, "0.085")),
+        (T0 + 50, "nodeclaims", "ADDED", claim("new", T0 + 50, node="n-new", itype="m5.large")),
+        (T0 + 51, "nodes", "ADDED", _node("n-new", T0 + 51, "0.096")),
+        (T0 + 50, "events", "ADDED", event("DisruptionLaunching", "NodeClaim", "new", T0 + 50,
+                                           "Launching NodeClaim: Underutilized")),
+        (T0 + 60, "events", "ADDED", event("DisruptionTerminating", "NodeClaim", "old", T0 + 60,
+                                           "Disrupting NodeClaim: Underutilized")))
+    assert findings(rec) == ["it-settles"]
+    overlay = {"metadata": {"name": "cheaper"}, "spec": {"price": "0.001", "requirements": [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.large"]}]}}
+    assert findings(rec, overlays=[overlay]) == []
+
+
+def test_gte_and_lte_are_inclusive_bounds():
+    from karpenter_e2e.clusters.requirements import satisfies
+    cpu = "karpenter.k8s.aws/instance-cpu"
+    assert satisfies({cpu: "8"}, {"key": cpu, "operator": "Gte", "values": ["8"]})
+    assert not satisfies({cpu: "4"}, {"key": cpu, "operator": "Gte", "values": ["8"]})
+    assert satisfies({cpu: "16"}, {"key": cpu, "operator": "Lte", "values": ["16"]})
+    assert not satisfies({cpu: "32"}, {"key": cpu, "operator": "Lte", "values": ["16"]})
