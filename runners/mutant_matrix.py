@@ -18,6 +18,7 @@ import argparse
 import json
 import logging
 import math
+import re
 import subprocess
 import sys
 import threading
@@ -144,6 +145,12 @@ def classify(rows: list[dict], scenario: str) -> Cell:
     return Cell("survived")
 
 
+def broke(message: str) -> list[str]:
+    """The oracles a failure names ("... Karpenter broke a, b (oracles judge ..."), or []."""
+    m = re.search(r"Karpenter broke ([a-z, -]+) \(oracles", message)
+    return [n.strip() for n in m.group(1).split(",")] if m else []
+
+
 def verdict(row: Row, control: Row, expect: str = "killed", oracle: str = "",
             bare: Row | None = None) -> str:
     """killed: every claimed scenario failed the way the mutant expects (an assertion, or for
@@ -156,7 +163,7 @@ def verdict(row: Row, control: Row, expect: str = "killed", oracle: str = "",
     if oracle and bare is not None:
         for s in row.claimed:
             cell, without = row.cells[s], bare.cells.get(s, Cell("not run"))
-            if cell.status == "killed" and f"[{oracle}]" not in cell.message:
+            if cell.status == "killed" and broke(cell.message) != [oracle]:
                 row.cells[s] = Cell("not by its oracle", cell.message, cell.where)
             elif cell.status == "killed" and without.status != "survived":
                 row.cells[s] = Cell("caught without the oracles",
