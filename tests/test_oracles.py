@@ -315,3 +315,26 @@ def test_gte_and_lte_are_inclusive_bounds():
     assert not satisfies({cpu: "4"}, {"key": cpu, "operator": "Gte", "values": ["8"]})
     assert satisfies({cpu: "16"}, {"key": cpu, "operator": "Lte", "values": ["16"]})
     assert not satisfies({cpu: "32"}, {"key": cpu, "operator": "Lte", "values": ["16"]})
+
+
+def test_a_pod_left_out_of_a_round_it_was_waiting_for_is_a_finding():
+    start = T0 + 10
+
+    def case(names):
+        rec = recording(*[(T0 + 1, "pods", "ADDED", pod(f"p{i}", T0 + 1, sched=UNSCHED))
+                          for i in (1, 2)],
+                        *[(T0 + 11, "events", "ADDED", event("Nominated", "Pod", f"p{i}", T0 + 11,
+                                                             "Pod should schedule on: nodeclaim/c"))
+                          for i in (1, 2)], end=T0 + 60)
+        log = _line("INFO", "found provisionable pod(s)", Pods=names, duration="2ms",
+                    time=_iso_ms(start + 0.002))
+        return findings(rec, log_text=log)
+    assert case("ns/p1, ns/p2") == []
+    assert case("ns/p1") == ["plans-honest"]
+    assert case("ns/p1, ns/a, ns/b, ns/c, ns/d and 3 other(s)") == []  # not all named: no verdict
+
+
+def _iso_ms(t):
+    import datetime as dt
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
