@@ -244,7 +244,8 @@ class Check:
         log_text = _read_from(info.karpenter_log, offset)
         result["karpenter_log"] = diagnosis.log_problems(log_text)
         record = oracles.gather(self.kube, timeline.recording, observe.NODEPOOL_LABEL, log_text,
-                                info.versions.get("karpenter", ""), [ALL_NAMESPACES])
+                                info.versions.get("karpenter", ""), [ALL_NAMESPACES],
+                                pools_selector="")
         verdict = oracles.judge(record, self.plan.expect.oracles_not_applicable)
         result["oracles"] = verdict.to_dict()
         result["passed"] = result["passed"] and not verdict.failed
