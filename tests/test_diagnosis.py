@@ -220,8 +220,8 @@ def test_the_tests_nodeclaim_events_are_read_and_pending_pods_elsewhere_named():
 
 def test_a_panic_or_a_repeated_error_in_karpenters_log_joins_the_verdict():
     from karpenter_e2e.fixtures.diagnosis import Evidence, log_problems, verdict
-    err = '{"level":"ERROR","time":"t","message":"failed listing instance types"}'
-    log = "\n".join(['{"level":"INFO","message":"ok"}', err, err, err,
+    err = '{"level":"ERROR","time":"t%d","message":"failed listing instance types"}'
+    log = "\n".join(['{"level":"INFO","message":"ok"}', err % 1, err % 2, err % 3,
                      "E1201 10:00:00 panic: runtime error: index out of range [recovered]"])
     problems = log_problems(log)
     assert problems.startswith("panicked 1x: E1201 10:00:00 panic: runtime error"), problems

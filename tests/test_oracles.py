@@ -144,8 +144,8 @@ def test_a_panic_a_repeated_error_and_a_refused_create_are_findings():
 
 def test_lines_about_another_tests_objects_are_theirs():
     rec = recording()
-    other = "\n".join(_line("ERROR", "Reconciler error", "boom",
-                            NodePool={"name": "default-ffffff"}) for _ in range(3))
+    other = "\n".join(_line("ERROR", "Reconciler error", "boom", reconcileID=f"r{i}",
+                            NodePool={"name": "default-ffffff"}) for i in range(3))
     assert findings(rec, log_text=other) == []
     mine = other.replace("ffffff", TID)
     assert findings(rec, log_text=mine) == ["karpenter-log-clean"]
@@ -338,3 +338,15 @@ def _iso_ms(t):
     import datetime as dt
     return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
+
+
+def test_one_reconcile_logging_an_error_per_candidate_is_one_occurrence():
+    """Seen in soak 19 run 5: the disruption pass right after a restart logged "node overlays
+    are not applied" once per candidate, 6 lines of one reconcile."""
+    one_pass = "\n".join(_line("ERROR", "skipping, node overlays are not applied",
+                               'applying nodeoverlays, nodepool "x" is awaiting evaluation',
+                               controller="disruption", reconcileID="r1") for _ in range(6))
+    assert findings(recording(), log_text=one_pass) == []
+    loop = "\n".join(_line("ERROR", "skipping, node overlays are not applied", "awaiting",
+                           controller="disruption", reconcileID=f"r{i}") for i in range(3))
+    assert findings(recording(), log_text=loop) == ["karpenter-log-clean"]
