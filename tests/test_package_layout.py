@@ -1,0 +1,98 @@
+"""karpenter_e2e/ is a real package: its layers are relative symlinks to the top-level folders,
+so every internal import resolves by path in a clone with nothing installed, mypy runs there,
+and the wheel holds every package as a real folder."""
+
+import ast
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "karpenter_e2e"
+LAYERS = ("clusters", "fixtures", "reports", "checks", "runners")
+SOURCES = (*LAYERS, "suites", "tests", "examples")
+
+
+def internal_imports() -> list[tuple[str, str]]:
+    """(file, module) for every `import karpenter_e2e...` and `from karpenter_e2e... import`."""
+    out = []
+    files = [ROOT / "conftest.py"] + [p for d in SOURCES for p in (ROOT / d).rglob("*.py")
+                                      if ".venv" not in p.parts]
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and node.module.split(".")[0] == "karpenter_e2e":
+                out.append((str(path.relative_to(ROOT)), node.module))
+                # `from karpenter_e2e.x import y`: y may itself be a module
+                out += [(str(path.relative_to(ROOT)), f"{node.module}.{a.name}")
+                        for a in node.names if _is_module(f"{node.module}.{a.name}")]
+            elif isinstance(node, ast.Import):
+                out += [(str(path.relative_to(ROOT)), a.name) for a in node.names
+                        if a.name.split(".")[0] == "karpenter_e2e"]
+    return out
+
+
+def _path(module: str) -> Path:
+    return ROOT.joinpath(*module.split("."))
+
+
+def _is_module(module: str) -> bool:
+    p = _path(module)
+    return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
+
+
+def test_the_layers_are_relative_symlinks_to_the_top_level_folders():
+    assert (PKG / "__init__.py").is_file()
+    for layer in LAYERS:
+        link = PKG / layer
+        assert link.is_symlink() and os.readlink(link) == f"../{layer}", link
+        assert link.resolve() == ROOT / layer
+
+
+def test_every_internal_import_resolves_by_path():
+    found = internal_imports()
+    unresolved = sorted({f"{f}: {m}" for f, m in found if not _is_module(m)})
+    assert not unresolved, "imports that do not resolve by path: " + "; ".join(unresolved[:20])
+    assert len(found) > 600, f"only {len(found)} internal imports found: is the scan broken?"
+
+
+def test_mypy_runs_in_a_clone_with_nothing_installed_there(tmp_path):
+    """A fresh clone of this commit; the tools come from the harness's venv, the package from
+    the clone's own folders (mypy follows no import hook)."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True,
+                   timeout=120)
+    mypy = Path(sys.executable).parent / "mypy"
+    run = subprocess.run([str(mypy), "--no-incremental"], cwd=clone, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "no issues found" in run.stdout, run.stdout[-500:]
+    checked = int(run.stdout.split(" in ")[-1].split()[0])
+    assert checked >= 100, run.stdout
+
+
+def test_the_wheel_holds_every_package_and_each_imports_from_it(tmp_path):
+    """The wheel's files alone (installed with --target; the dependencies from the harness's
+    venv): every package of karpenter_e2e/ is in it, and each imports from there."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                    str(tmp_path / "dist"), str(ROOT)], check=True, timeout=300)
+    wheel, = (tmp_path / "dist").glob("karpenter_e2e-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = sorted(".".join(p.relative_to(ROOT).parent.parts)
+                      for layer in LAYERS for p in (PKG / layer).rglob("__init__.py"))
+    packages.append("karpenter_e2e")
+    missing = [p for p in packages if f"{p.replace('.', '/')}/__init__.py" not in names]
+    assert not missing, f"packages missing from {wheel.name}: {missing}"
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                    str(site), str(wheel)], check=True, timeout=300)
+    code = ("import importlib, sys\n"
+            f"for name in {packages!r}:\n"
+            "    m = importlib.import_module(name)\n"
+            f"    assert m.__file__.startswith({str(site)!r}), (name, m.__file__)\n"
+            "print(len(sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(site)})
+    assert run.returncode == 0, run.stderr[-3000:]
