@@ -378,3 +378,15 @@ def test_run_pair_without_a_base_is_one_check(fake_check, pair):
     got = fake_check.run_pair(None, "head", None, Path("r"), base_note="added")
     assert [c.plan for c in FakeCheck.made] == ["head"] and FakeCheck.made[0].reuse is False
     assert got.base is None and got.base_note == "added"
+
+
+def test_each_sides_oracle_verdict_is_in_the_summary(pair):
+    from karpenter_e2e.checks import diff
+    base, head = pair
+    head["oracles"] = {"judged": ["plans-honest"], "not_applicable": {}, "errors": {},
+                       "findings": [{"oracle": "plans-honest", "what": "a NodePool's limits "
+                                     "were exceeded", "evidence": ["default: c1 ..."]}]}
+    base["oracles"] = {"judged": ["plans-honest"], "not_applicable": {}, "errors": {},
+                       "findings": []}
+    text = diff.markdown(diff.summary(base, head, "folder base"))
+    assert "Oracles: head broke `plans-honest`; base all held" in text, text

@@ -119,3 +119,17 @@ def test_pods_a_quota_refuses_fail_the_default_with_the_quotas_message(cluster, 
     assert w["requests"] == ["cpu 0.5, memory 256Mi"], w
     # not waited out: the refusal decides the shortfall
     assert result["timings"]["settle_s"] < 60, result["timings"]
+
+
+def test_the_report_has_the_oracles_table_with_each_finding():
+    from karpenter_e2e.checks import report
+    verdict = {"judged": ["karpenter-log-clean", "no-pod-ignored"],
+               "not_applicable": {"daemons-fit": "no DaemonSet here"}, "errors": {},
+               "findings": [{"oracle": "no-pod-ignored", "what": "1 pending pod(s) got no "
+                             "decision", "evidence": ["p1: unschedulable since 10:00:00.0"]}]}
+    lines = "\n".join(report._oracles(verdict))
+    assert "## Oracles: FAILED, 1 finding(s)" in lines
+    assert "| no-pod-ignored |" in lines and "**FAILED** (1)" in lines
+    assert "not applicable: no DaemonSet here" in lines
+    assert "`p1: unschedulable since 10:00:00.0`" in lines
+    assert report._oracles(None) == []
