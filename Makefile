@@ -90,10 +90,10 @@ example-plugin: build
 
 ## lint: static checks: ruff (pyflakes, pycodestyle, isort, bugbear, ...), mypy (strict for
 ## clusters.waits, clusters.kube, fixtures.expect) and lint-imports (the layers' contracts);
-## settings in pyproject.toml. mypy sees the modules through the link tree: its paths are
-## shown as the repository's own. A second mypy pass checks the code that imports the
-## installed package from outside it (the suites, the example project), so a name moved
-## or renamed in the package fails here rather than at collection time.
+## settings in pyproject.toml. mypy finds karpenter_e2e by path (its symlinked layers), so
+## it needs no install of the project. A second mypy pass checks the code that imports the
+## package from outside it (the suites, the example project), so a name moved or renamed in
+## the package fails here rather than at collection time.
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
