@@ -350,3 +350,17 @@ def test_one_reconcile_logging_an_error_per_candidate_is_one_occurrence():
     loop = "\n".join(_line("ERROR", "skipping, node overlays are not applied", "awaiting",
                            controller="disruption", reconcileID=f"r{i}") for i in range(3))
     assert findings(recording(), log_text=loop) == ["karpenter-log-clean"]
+
+
+def test_where_a_pod_without_a_nomination_landed_is_no_witness_of_its_round():
+    """Seen in soak 20 run 3: a pod with no Nominated event (rate-limited) bound by
+    kube-scheduler to a node of the next round; Karpenter had planned it in the first."""
+    entries = [(T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1")),
+               (T0 + 5, "nodeclaims", "ADDED", claim("c2", T0 + 5, node="n2")),
+               (T0 + 0.5, "pods", "ADDED", pod("p1", T0, sched=UNSCHED)),
+               (T0 + 0.5, "pods", "ADDED", pod("p2", T0, sched=UNSCHED)),
+               (T0 + 1, "events", "ADDED", event("Nominated", "Pod", "p1", T0 + 1,
+                                                 "Pod should schedule on: nodeclaim/c1")),
+               (T0 + 3, "pods", "MODIFIED", pod("p1", T0, node="n1", phase="Running")),
+               (T0 + 7, "pods", "MODIFIED", pod("p2", T0, node="n2", phase="Running"))]
+    assert findings(recording(*entries)) == []
