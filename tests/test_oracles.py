@@ -364,3 +364,13 @@ def test_where_a_pod_without_a_nomination_landed_is_no_witness_of_its_round():
                (T0 + 3, "pods", "MODIFIED", pod("p1", T0, node="n1", phase="Running")),
                (T0 + 7, "pods", "MODIFIED", pod("p2", T0, node="n2", phase="Running"))]
     assert findings(recording(*entries)) == []
+
+
+def test_a_line_about_another_tests_nodeclass_is_theirs():
+    """Seen in aws-sim: the missing-AMI scenario's EC2NodeClass errors, named only by the
+    EC2NodeClass field, were counted against the provisioning test running beside it."""
+    theirs = "\n".join(_line("ERROR", "Reconciler error", "failed to discover any AMIs",
+                             controller="nodeclass", reconcileID=f"r{i}",
+                             EC2NodeClass={"name": "missing-ami-ffffff"}) for i in range(4))
+    assert findings(recording(), log_text=theirs) == []
+    assert findings(recording(), log_text=theirs.replace("ffffff", TID)) == ["karpenter-log-clean"]
