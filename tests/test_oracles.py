@@ -374,3 +374,17 @@ def test_a_line_about_another_tests_nodeclass_is_theirs():
                              EC2NodeClass={"name": "missing-ami-ffffff"}) for i in range(4))
     assert findings(recording(), log_text=theirs) == []
     assert findings(recording(), log_text=theirs.replace("ffffff", TID)) == ["karpenter-log-clean"]
+
+
+def test_a_pod_bound_just_before_a_round_is_not_left_out_of_it():
+    """Seen in soak 21 (volume-topology): the pod was bound as a round began; our watch saw the
+    binding 0.3 s after the round's start."""
+    start = T0 + 10
+    rec = recording((T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED)),
+                    (T0 + 1.5, "events", "ADDED", event("Nominated", "Pod", "p1", T0 + 1.5,
+                                                        "Pod should schedule on: nodeclaim/c")),
+                    (start + 0.3, "pods", "MODIFIED", pod("p1", T0 + 1, node="n1",
+                                                          phase="Running")), end=T0 + 60)
+    log = _line("INFO", "found provisionable pod(s)", Pods="other/x", duration="2ms",
+                time=_iso_ms(start + 0.002))
+    assert findings(rec, log_text=log) == []
