@@ -377,8 +377,8 @@ def test_a_line_about_another_tests_nodeclass_is_theirs():
 
 
 def test_a_pod_bound_just_before_a_round_is_not_left_out_of_it():
-    """Seen in soak 21 (volume-topology): the pod was bound as a round began; our watch saw the
-    binding 0.3 s after the round's start."""
+    """Seen in soak 21 (volume-topology, there a deletion): the pod left the pending set as a
+    round began; our watch saw it 0.3 s after the round's start."""
     start = T0 + 10
     rec = recording((T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED)),
                     (T0 + 1.5, "events", "ADDED", event("Nominated", "Pod", "p1", T0 + 1.5,
