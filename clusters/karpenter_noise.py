@@ -34,6 +34,14 @@ NOISE: tuple[Noise, ...] = (
           "Results.Record); the same round gives the pod a FailedScheduling event, which the "
           "no-pod-ignored oracle reads. A pod left unplaced is Karpenter's answer, not an "
           "error of Karpenter's"),
+    Noise(r"^disruption: Reconciler error: disrupting, computing disruption decision, creating "
+          r"scheduler, no nodepools found", "", "",
+          "while no NodePool is ready (its NodeClass being replaced, as drift does), the "
+          "disruption controller's simulation returns the provisioner's ErrNodePoolsNotFound "
+          "as an error (disruption/helpers.go: \"creating scheduler, %w\"), and "
+          "controller-runtime retries it at once: 3 lines in 33 ms, then the pool is ready "
+          "(soak 21). The provisioner logs the same state at INFO (\"no dynamic nodepools "
+          "found\"); with no ready pool there is nothing to disrupt"),
 )
 
 
