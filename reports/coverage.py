@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -262,6 +262,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"coverage: {exc}", file=sys.stderr)
         return 2
     return write_or_check(args.out, text, args.check, "coverage", COMMAND)
+
+
+def page_main(argv: list[str] | None, doc: str, out: Path, render: Callable[[], str], name: str,
+              command: str) -> int:
+    """The command line of a generated page: write it, or ``--check`` whether it is stale."""
+    ap = argparse.ArgumentParser(prog=command, description=doc.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
+    ap.add_argument("--out", type=Path, default=out)
+    args = ap.parse_args(argv)
+    return write_or_check(args.out, render(), args.check, name, command)
 
 
 def write_or_check(out: Path, text: str, check: bool, name: str, command: str) -> int:

@@ -8,7 +8,6 @@ an oracle not applicable, with its reason (the suites' ``oracle_not_applicable``
 
 from __future__ import annotations
 
-import argparse
 import ast
 import inspect
 import sys
@@ -18,7 +17,7 @@ from karpenter_e2e.clusters import karpenter_clock as clock, karpenter_noise
 from karpenter_e2e.clusters.mutants import MUTANTS_DIR, load
 from karpenter_e2e.fixtures import oracles
 from karpenter_e2e.fixtures.oracles import NAMES
-from karpenter_e2e.reports.coverage import ROOT, SUITES, write_or_check
+from karpenter_e2e.reports.coverage import ROOT, SUITES, page_main
 
 OUT = ROOT / "docs" / "oracles.md"
 COMMAND = "python -m karpenter_e2e.reports.oracles_page"
@@ -102,11 +101,7 @@ def render(suites: Path = SUITES) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
-    return write_or_check(args.out, render(), args.check, "oracles", COMMAND)
+    return page_main(argv, __doc__ or "", OUT, render, "oracles", COMMAND)
 
 
 if __name__ == "__main__":

@@ -7,13 +7,12 @@ to, whether it is nightly-only, and the mutants that must fail it.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import sys
 from pathlib import Path
 
 from karpenter_e2e.clusters.mutants import MUTANTS_DIR, load
-from karpenter_e2e.reports.coverage import ROOT, SUITES, scan, write_or_check
+from karpenter_e2e.reports.coverage import ROOT, SUITES, page_main, scan
 
 OUT = ROOT / "docs" / "scenarios.md"
 COMMAND = "python -m karpenter_e2e.reports.scenarios_page"
@@ -65,11 +64,7 @@ def render(suites: Path = SUITES, mutants_dir: Path = MUTANTS_DIR) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
-    return write_or_check(args.out, render(), args.check, "scenarios", COMMAND)
+    return page_main(argv, __doc__ or "", OUT, render, "scenarios", COMMAND)
 
 if __name__ == "__main__":
     sys.exit(main())
