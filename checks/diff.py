@@ -160,12 +160,11 @@ def markdown(s: dict) -> str:
         out += ["", f"Base: {s['base_note']}"]
     if head["failed"]:
         out += ["", "Failed on head: " + "; ".join(f"`{f}`" for f in head["failed"])]
-    sides_judged = [(name, v) for name, v in (("head", head), ("base", s["base"])) if v]
+    sides = [(name, v) for name, v in (("head", head), ("base", s["base"])) if v]
     out += ["", "Oracles: " + "; ".join(
         f"{name} " + (("broke " + ", ".join(f"`{o}`" for o in v["oracles_failed"]))
                       if v.get("oracles_failed") else "all held")
-        for name, v in sides_judged)]
-    sides = [(name, v) for name, v in (("head", head), ("base", s["base"])) if v]
+        for name, v in sides)]
     if any(v.get("steps") for _, v in sides):
         out += ["", "Steps: " + "; ".join(
             f"{name} {v.get('steps_ok', 0)} of {v.get('steps', 0)} ok"
