@@ -2,7 +2,10 @@
 what Karpenter does with your own NodePools and workloads, on a fresh local (or aws-sim)
 cluster. With `--base REF` (a folder, or a git ref whose copy of DIR is compared), the base
 is checked first on the same cluster, then DIR, and the report says what changed, base ->
-head, per NodePool and workload; the exit code is the head's.
+head, per NodePool and workload; the exit code is the head's. With `--compare-version B`,
+DIR (and its base) is checked on --karpenter-version and then on B, on clusters of the same
+Kubernetes release, and the report diffs what each release decided: every difference
+expected (a behaviour change between them, cited) or suspect.
 
 A DIR with a kustomization.yaml is rendered with `kubectl kustomize DIR` (the harness's own
 kubectl) and what it renders is checked. ${NAME} and $NAME are filled in, as envsubst does,
@@ -13,7 +16,8 @@ each step's outcome and duration in the report; with --base, each side runs its 
 
 Exit codes:
   0  settled, and every expectation held (with --base: the head's)
-  1  an expectation failed, or Karpenter did not settle in time (the report says which)
+  1  an expectation failed, or Karpenter did not settle in time (the report says which); with
+     --compare-version: on either release, or the releases decided differently (suspect)
   2  bad input: manifests, expect.yaml or options (named by file and document), a --base
      that is neither a folder nor a git ref; nothing ran, or what had started was taken down
      (or a step's object the API server refused only when the step ran: the report is
@@ -43,6 +47,7 @@ from karpenter_e2e.checks.run import Check, Plan, load_folder, plan, run_pair
 from karpenter_e2e.checks.variables import Variables, VariablesError
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.fixtures import decisions
 
 MODES = ("local", "aws-sim")
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -74,6 +79,10 @@ def parser() -> argparse.ArgumentParser:
                    help="the cluster's name (its run directory); distinct per concurrent check")
     p.add_argument("--karpenter-version", default=None,
                    help="Karpenter version (default: the mode's pinned one)")
+    p.add_argument("--compare-version", default=None, metavar="VERSION",
+                   help="also check DIR on this Karpenter release (a second cluster, the same "
+                        "Kubernetes release and catalogue) and diff what the two decided "
+                        "(docs/differential.md); a suspect difference fails the check")
     p.add_argument("--karpenter-setting", action="append", default=[], metavar="KEY=VALUE",
                    help="one of Karpenter's own settings (MIN_VALUES_POLICY=BestEffort, "
                         "CapacityBuffer=true; repeatable), over expect.yaml's karpenter: block; "
@@ -156,17 +165,22 @@ def _main(args, base: Base | None) -> int:
         backend.check_options()  # a setting the release does not read is bad input
     except ClusterError as exc:
         return _bad_input(args, str(exc))
+    other = None
+    if args.compare_version:
+        try:
+            other = _compared_backend(opts, backend, args.compare_version)
+        except ClusterError as exc:
+            return _bad_input(args, str(exc))
     _announce(the_plan.bundle, given)
     base_plan, base_note = _base_plan(base, args, given) if base is not None else (None, "")
     kept = "emptied" if args.keep_cluster else "taken down"
+    first = None
     try:
-        if base is not None:
-            pair = run_pair(base_plan, the_plan, backend, args.reports_dir,
-                            keep_cluster=args.keep_cluster, base_note=base_note)
-            result = pair.head
-        else:
-            result = Check(the_plan, backend, args.reports_dir,
-                           keep_cluster=args.keep_cluster).run()
+        if other is not None:  # the --karpenter-version side first; its outputs as usual
+            first = _side(args, base, base_plan, base_note, the_plan, backend)
+            _outputs(args, base, first[0], first[1], summary_file=False)
+            backend = other
+        pair, result = _side(args, base, base_plan, base_note, the_plan, backend)
     except (ManifestError, ExpectError) as exc:
         print(f"check: the API server rejected the manifests; the cluster was {kept}:\n{exc}",
               file=sys.stderr)
@@ -184,7 +198,9 @@ def _main(args, base: Base | None) -> int:
         _write_junit_error(args, f"no verdict: {type(exc).__name__}: {exc}")
         return EXIT_CLUSTER
     try:
-        _outputs(args, base, pair if base is not None else None, result)
+        if first is not None:
+            _write_comparison(first[1], result)
+        _outputs(args, base, pair, result)
     except Exception as exc:  # noqa: BLE001 - as above: exit 1 would read "expectation failed"
         logging.getLogger("karpenter_e2e.check").exception("writing the outputs broke")
         print(f"check: the check ran ({'PASSED' if result['passed'] else 'FAILED'}) but its "
@@ -194,7 +210,48 @@ def _main(args, base: Base | None) -> int:
         print(f"check: bad input: the API server rejected a step; the later steps did not run "
               f"and the cluster was {kept}:\n{result['rejected']}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if first is not None:
+        return EXIT_PASSED if result["passed"] and first[1]["passed"] \
+            and not result["compare"]["suspect"] else EXIT_FAILED
     return EXIT_PASSED if result["passed"] else EXIT_FAILED
+
+
+def _side(args, base: Base | None, base_plan: Plan | None, base_note: str, the_plan: Plan,
+          backend) -> tuple:
+    """One release's check: (the --base pair or None, the head's result)."""
+    if base is not None:
+        pair = run_pair(base_plan, the_plan, backend, args.reports_dir,
+                        keep_cluster=args.keep_cluster, base_note=base_note)
+        return pair, pair.head
+    return None, Check(the_plan, backend, args.reports_dir, keep_cluster=args.keep_cluster).run()
+
+
+def _compared_backend(opts: argparse.Namespace, backend, version: str):
+    """The --compare-version side: its own cluster, on the first side's Kubernetes release
+    (a difference must be the releases', not the control plane's) and catalogue. The same
+    release on both sides is allowed: it measures what differs between two runs of one."""
+    kube = getattr(backend, "kubernetes_version", None)
+    other = backends.create(backends.ClusterOptions.of(argparse.Namespace(**{
+        **vars(opts), "karpenter_version": version, "cluster_name": f"{opts.cluster_name}-b",
+        "kubernetes_version": kube})))
+    other.check_options()
+    return other
+
+
+def _write_comparison(a: dict, b: dict) -> None:
+    """compare.md and compare.json beside the second release's check.md: what each release
+    decided, and the diff."""
+    da, db = (decisions.Decisions.from_dict(r["decisions"]) for r in (a, b))
+    found = decisions.diff(da, db)
+    out = Path(b["files"]["json"]).parent
+    text = decisions.markdown(da, db, found, "What the two releases decided")
+    b["compare"] = {"a": da.to_dict(), "b": db.to_dict(), "a_files": a["files"],
+                    "differences": [d.to_dict() for d in found],
+                    "suspect": len(decisions.suspects(found))}
+    (out / "compare.md").write_text(text)
+    (out / "compare.json").write_text(json.dumps(b["compare"], indent=1, default=str))
+    b["files"].update({"compare_markdown": str(out / "compare.md"),
+                       "compare_json": str(out / "compare.json")})
 
 
 def _cluster_error(args, exc: ClusterError) -> int:
@@ -213,13 +270,19 @@ def _announce(bundle: manifests.Bundle, given: Variables) -> None:
         print(f"check: warning: {warning}", file=sys.stderr)
 
 
-def _outputs(args, base: Base | None, pair, result: dict) -> None:
-    """Print the tables (and the comparison), write --junit's and --summary's files."""
+def _outputs(args, base: Base | None, pair, result: dict, summary_file: bool = True) -> None:
+    """Print the tables (and the comparisons), write --junit's and --summary's files."""
     summary = report.tables(result)
     print(summary)
     if base is not None:
         summary = _write_diff(pair, base, result)
         print(summary)
+    if "compare" in result:
+        text = Path(result["files"]["compare_markdown"]).read_text()
+        print(text)
+        summary += "\n" + text
+    if not summary_file:
+        return
     if args.junit:
         args.junit.parent.mkdir(parents=True, exist_ok=True)
         args.junit.write_text(report.junit(result))

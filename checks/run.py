@@ -31,7 +31,7 @@ from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.kube import NODEPOOL, Kind, Kube
 from karpenter_e2e.clusters.waits import WaitTimeout
-from karpenter_e2e.fixtures import diagnosis, oracles
+from karpenter_e2e.fixtures import decisions, diagnosis, oracles
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
 
@@ -248,6 +248,8 @@ class Check:
                                 pools_selector="")
         verdict = oracles.judge(record, self.plan.expect.oracles_not_applicable)
         result["oracles"] = verdict.to_dict()
+        # What Karpenter decided, as two releases' runs of this folder compare (--compare-version)
+        result["decisions"] = decisions.record(record, verdict).to_dict()
         result["passed"] = result["passed"] and not verdict.failed
         return result
 

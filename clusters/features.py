@@ -196,3 +196,48 @@ def gate_settings(version: str, wanted: tuple[str, ...],
 def feature_gates_env(version: str, wanted: tuple[str, ...], off: tuple[str, ...] = ()) -> str:
     return ",".join(f"{g}={str(on).lower()}"
                     for g, on in gate_settings(version, wanted, off).items())
+
+
+# ---- behaviour changes: what a release decides differently for the same workload ----------------
+@dataclass(frozen=True)
+class Change:
+    """A release that decides differently for workloads that use no new feature: the
+    differential (fixtures/decisions.py) counts a difference in one of ``fields`` between two
+    releases that straddle ``since`` as expected, citing ``ref`` (Karpenter's code). Each was
+    found by the behaviour matrix and bisected (docs/matrix.md, docs/findings.md)."""
+
+    since: str
+    fields: tuple[str, ...]  # decision record fields it changes
+    title: str
+    ref: str
+
+
+_SIZING = ("nodeclaims", "instance_types", "requests", "cost_per_hour")
+CHANGES: tuple[Change, ...] = (
+    Change("v1.9.0", ("nodeclaims", "pending", "to_running_s"),
+           "a pod whose PVC the PV controller has not bound waits for the binding",
+           "pkg/controllers/provisioning/scheduling/volumetopology.go: pv.kubernetes.io/bind-completed"),
+    Change("v1.11.0", ("nodeclaims", "pending"),
+           "limits.nodes held when pods arrive together",
+           "pkg/controllers/provisioning/provisioner.go: the node limit in the round"),
+    Change("v1.11.0", ("nodeclaims", "pending", "zones"),
+           "a spread's domains only from the NodePools the pod can select (reverted in v1.11.1)",
+           "v1.11.0 pkg/controllers/provisioning/scheduling/topologydomaingroup.go: DomainSource"),
+    Change("v1.11.1", ("nodeclaims", "pending", "zones"),
+           "a spread's domains from every NodePool again, filtered by taints",
+           "pkg/controllers/provisioning/scheduling/topologydomaingroup.go"),
+    Change("v1.12.1", ("zones", "nodeclaims", "pending"),
+           "a StorageClass's allowedTopologies read in full, not its first term",
+           "pkg/controllers/provisioning/scheduling/volumetopology.go: AllowedTopologies"),
+    Change("v1.14.0", _SIZING,
+           "DaemonSet overhead per instance-type group: a DaemonSet counted only where it can run "
+           "(arch, selectors on karpenter.sh/registered and initialized)",
+           "pkg/controllers/provisioning/scheduling/scheduler.go: buildDaemonOverheadGroups; "
+           "pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go"),
+    Change("v1.14.1", ("disruptions",),
+           "Balanced's EstimatedSavings prices a replacement only at offerings it may launch",
+           "pkg/controllers/disruption/types.go: EstimatedSavings (used by balanced.go)"),
+    Change("v1.15.0", ("disruptions",),
+           "a NodePool's consolidateAfter defaults to 0s when its disruption block omits it",
+           f"{NODEPOOL_CRD}: spec.disruption.consolidateAfter default"),
+)

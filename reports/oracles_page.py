@@ -22,7 +22,7 @@ from karpenter_e2e.reports.coverage import ROOT, SUITES, page_main
 OUT = ROOT / "docs" / "oracles.md"
 COMMAND = "python -m karpenter_e2e.reports.oracles_page"
 BOUNDS = ("DECISION_BOUND_S", "SCHEDULING_ROUND_S", "ROUND_SPREAD_S", "DAEMON_RETRY_S", "LEFT_OUT_LAG_S",
-          "BATCH_IDLE_S", "BATCH_MAX_S")
+          "BATCH_IDLE_S", "BATCH_MAX_S", "SETTLE_MARGIN_S", "SETTLE_WINDOWS", "SETTLE_EXPIRY_FLOOR_S")
 
 
 def declared(suites: Path = SUITES) -> list[tuple[str, str, str]]:

@@ -265,20 +265,24 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
 
 
 @pytest.mark.scenario("expiration")
-@pytest.mark.covers("nodepool.template.expireAfter")
+@pytest.mark.covers("nodepool.template.expireAfter", "pdb.budget")
 @pytest.mark.karpenter_feature("template-expire-after")
 def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, cluster, timings,
                                     timeline):
     """expireAfter (60s locally, longer where nodes take longer to join): nodes are replaced
-    once they expire; the pods end Running."""
+    once they expire; the pods end Running. The pods have a PDB, as most workloads do:
+    expiration is forceful, yet its drain goes through the eviction API, so the budget paces
+    it (the protection-holds oracle judges that; this scenario reads the expiry's clock)."""
     # Expiration is Karpenter's own timer on the NodeClaim (requeued at expiry); the deletion
     # it then issues is immediate. Measured 65.1s created -> node deleted for expireAfter 60s.
     pace = ExpirationPacing.for_cluster(cluster.info)
     expire_after = pace.expire_after
-    with allure.step(f"given a pool whose nodes expire after {expire_after}s, and inflate at 2"):
+    with allure.step(f"given a pool whose nodes expire after {expire_after}s, and inflate at 2 "
+                     f"under a PDB maxUnavailable 1"):
         pool = nodepool_factory("default", spec={"template": {"spec": {
             "expireAfter": f"{expire_after}s"}}})
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
+        inflate_factory.pdb(inflate, max_unavailable=1)
         pods = expect.eventually_pods_running(inflate, 2)
         claims = {c["metadata"]["name"]: timestamp(c["metadata"]["creationTimestamp"])
                   for c in expect.nodeclaims(pool)}

@@ -414,14 +414,17 @@ def test_daemonset_is_counted_only_where_it_tolerates_the_taints(nodepool_factor
                                                                  expect, timings):
     """A pool tainted team=ml:NoSchedule, a DaemonSet asking 1 CPU that tolerates the taint and
     one asking 3 CPU that does not, then one 1-CPU pod: Karpenter sizes its NodeClaim for the
-    pod and the tolerating daemon only (2 CPU; 5 would count the daemon that cannot run there)."""
+    pod and the tolerating daemon only (2 CPU; 5 would count the daemon that cannot run there).
+    The pod and the tolerating daemon also ask 4Gi of memory each, as real ones ask memory: the
+    node must hold both (8Gi, more than a 4-vCPU c-type's allocatable); that the daemon then
+    runs there is the daemons-fit oracle's to judge."""
     with allure.step("given the team pool (tainted team=ml:NoSchedule) and two DaemonSets on its "
-                     "nodes, one tolerating the taint (1 CPU), one not (3 CPU)"):
+                     "nodes, one tolerating the taint (1 CPU, 4Gi), one not (3 CPU)"):
         pool = nodepool_factory("team")
-        inflate_factory.daemonset("tolerating", cpu="1", node_selector=pool.template_labels,
-                                  tolerations=TEAM_TOLERATION)
+        inflate_factory.daemonset("tolerating", cpu="1", memory="4Gi",
+                                  node_selector=pool.template_labels, tolerations=TEAM_TOLERATION)
         inflate_factory.daemonset("untolerating", cpu="3", node_selector=pool.template_labels)
-        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, memory="4Gi",
                                   tolerations=TEAM_TOLERATION)
 
     with allure.step("scale inflate to 1"):

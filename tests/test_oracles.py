@@ -210,6 +210,57 @@ def test_a_consolidation_that_does_not_lower_the_price_is_a_finding():
     assert case("0.10") == ["it-settles"]
 
 
+def _pool(consolidate_after="30s", expire_after=None):
+    spec = {"disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized",
+                           "consolidateAfter": consolidate_after}}
+    if expire_after:
+        spec["template"] = {"spec": {"expireAfter": expire_after}}
+    return {"metadata": {"name": f"default-{TID}"}, "spec": spec}
+
+
+def test_the_settle_window_is_the_longest_consolidate_after_plus_karpenters_margin():
+    margin = oracles.SETTLE_MARGIN_S
+    assert oracles.settle_window([_pool("30s"), _pool("1m")]) == (60 + margin, "")
+    assert oracles.settle_window([_pool("Never"), _pool("0s")]) == (margin, "")
+    assert oracles.settle_window([_pool("Never")])[0] is None
+    window, why = oracles.settle_window([_pool("0s", expire_after="60s")])
+    assert window is None and "expires its nodes after 60s" in why
+    assert oracles.settle_window([_pool("0s", expire_after="720h")]) == (margin, "")
+    with pytest.raises(ValueError, match="not a Go duration"):
+        oracles.settle_window([_pool("30 seconds")])
+
+
+def test_a_cluster_that_keeps_changing_after_the_body_did_not_settle():
+    # the body ended at T0 + 100; the window is 40 s, so the watch lasts at most 120 s
+    def case(*churn):
+        entries = [(T0 + 1, "nodeclaims", "ADDED", claim("c0", T0 + 1, node="n0"))]
+        for i, t in enumerate(churn):
+            entries.append((t, "nodeclaims", "ADDED", claim(f"c{i + 1}", t)))
+        rec = Record(recording(*entries, end=T0 + 100 + 120), settle_from=T0 + 100, settle_s=40)
+        return [f for f in judge(rec).findings if f.oracle == "it-settles"]
+    assert case() == []
+    assert case(T0 + 110, T0 + 150) == []  # converging: quiet from +50 s for 40 s
+    churning = case(T0 + 130, T0 + 165, T0 + 200)
+    assert len(churning) == 1 and "never stayed unchanged for 40s" in churning[0].what
+    assert churning[0].evidence == ("+30.0s nodeclaim c1 created", "+65.0s nodeclaim c2 created",
+                                    "+100.0s nodeclaim c3 created")
+    # a change after the watch ended (the cleanup) is not the settle window's
+    assert case(T0 + 230) == []
+
+
+def test_a_pod_moving_is_a_change_and_a_status_update_is_not():
+    rec = recording((T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, node="n1", phase="Running")),
+                    (T0 + 20, "pods", "MODIFIED", pod("p1", T0 + 1, node="n1", phase="Failed")),
+                    (T0 + 30, "pods", "MODIFIED", pod("p1", T0 + 1, node="n1", phase="Running",
+                                                      deleting=int(T0 + 30))),
+                    (T0 + 31, "pods", "DELETED", {"name": "p1"}),
+                    (T0 + 32, "pods", "ADDED", pod("p2", T0 + 32)),
+                    (T0 + 33, "pods", "MODIFIED", pod("p2", T0 + 32, node="n2")))
+    assert oracles.changes(rec, T0 + 10) == [
+        (T0 + 30, "pod p1 deleting"), (T0 + 31, "pod p1 gone"), (T0 + 32, "pod p2 created"),
+        (T0 + 33, "pod p2 bound to n2")]
+
+
 def test_a_do_not_disrupt_pod_evicted_by_consolidation_is_a_finding():
     def case(reason):
         return findings(recording(
@@ -246,23 +297,27 @@ def test_the_oracles_page_is_up_to_date():
         f"docs/oracles.md is stale: run {oracles_page.COMMAND}"
 
 
-def test_an_eviction_past_a_pdb_while_karpenter_drains_is_a_finding():
-    pdb = {"metadata": {"name": "keep-2"},
-           "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "inflate"}}}}
+def test_a_pod_a_pdb_covers_taken_from_a_draining_node_without_an_eviction_is_a_finding():
+    pdb = {"metadata": {"name": "keep-1"},
+           "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "inflate"}}}}
 
-    def case(second_deleted_at):
+    def case(how, pdbs=(pdb,), events=()):
+        p = pod("p1", T0 + 2, node="n1", deleting=int(T0 + 41), phase="Running")
+        p["disruption"] = how
         entries = [(T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1")),
                    (T0 + 40, "nodeclaims", "MODIFIED", claim("c1", T0 + 1, node="n1",
-                                                             deleting=int(T0 + 40)))]
-        for i in range(3):
-            entries.append((T0 + 2, "pods", "ADDED", pod(f"p{i}", T0 + 2, node="n1",
-                                                         phase="Running")))
-        entries.append((T0 + 41, "pods", "MODIFIED", pod("p0", T0 + 2, node="n1",
-                                                         deleting=int(T0 + 41), phase="Running")))
-        entries.append((second_deleted_at, "pods", "MODIFIED", pod(
-            "p1", T0 + 2, node="n1", deleting=int(second_deleted_at), phase="Running")))
-        return findings(recording(*entries), pdbs=[pdb])
-    assert case(T0 + 60) == ["protection-holds"]  # 3 -> 1 healthy, minAvailable 2
+                                                             deleting=int(T0 + 40))),
+                   (T0 + 2, "pods", "ADDED", pod("p1", T0 + 2, node="n1", phase="Running")),
+                   (T0 + 41, "pods", "MODIFIED", p), *events]
+        return findings(recording(*entries), pdbs=list(pdbs))
+    assert case("EvictionByEvictionAPI") == []  # the API server held the budget
+    assert case("") == ["protection-holds"]  # deleted: the PDB was never asked
+    assert case("DeletionByPodGC") == ["protection-holds"]  # its node went before its drain
+    assert case("", pdbs=()) == []  # no PDB covers it
+    # deleted at the node's terminationGracePeriod: documented to bypass the PDB
+    assert case("", events=[(T0 + 41, "events", "ADDED", event(
+        "Disrupted", "Pod", "p1", T0 + 41, "Deleting the pod to accommodate the "
+                                           "terminationTime"))]) == []
 
 
 def test_a_pod_whose_annotation_was_lifted_before_its_node_went_was_not_protected():
@@ -396,3 +451,20 @@ def test_no_nodepools_found_while_a_nodeclass_is_replaced_is_known_noise():
                             "decision, creating scheduler, no nodepools found (drifted=reason)",
                             controller="disruption", reconcileID=f"r{i}") for i in range(3))
     assert findings(recording(), log_text=burst) == []
+
+
+def test_judgments_open_when_the_body_ends_are_waited_for_up_to_their_bounds():
+    waiting = pod("p1", T0 + 10, sched=UNSCHED)
+    rec = recording((T0 + 10, "pods", "ADDED", waiting), end=T0 + 15)
+    assert oracles.open_until(Record(rec)) == T0 + 10 + DECISION_BOUND_S + 1
+    rec = recording((T0 + 10, "pods", "ADDED", waiting),
+                    (T0 + 11, "events", "ADDED", event("FailedScheduling", "Pod", "p1", T0 + 11)),
+                    end=T0 + 15)
+    assert oracles.open_until(Record(rec)) is None  # decided: nothing to wait for
+    daemon = pod("d1", T0 + 10, owner="DaemonSet", owner_name="agent", target="n1",
+                 sched=("False", "Unschedulable", "0/3 nodes are available: 1 Insufficient memory."))
+    rec = recording((T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1")),
+                    (T0 + 10, "pods", "ADDED", daemon), end=T0 + 15)
+    assert oracles.open_until(Record(rec)) == T0 + 10 + DAEMON_RETRY_S + 1
+    rec.stopped = T0 + 40  # past both bounds: the oracles judge it
+    assert oracles.open_until(Record(rec)) is None
