@@ -14,7 +14,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect
+.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore
 
 # An editable install: the project's root on the venv's path, where karpenter_e2e/ names the
 # layers by symlink. Nothing to redo when a module is added; only a changed pyproject does.
@@ -119,6 +119,12 @@ build: setup
 ## then Karpenter FROM -> TO must disrupt nothing, then every suite passes on TO
 upgrade-gate: setup
 	$(PY) -m karpenter_e2e.runners.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
+
+## explore: generated workloads on FROM (and TO, diffed), shrunk when something is found:
+## make explore FROM=v1.14.3 TO=v1.15.0 N=3 SEED=... (docs/differential.md)
+# N and TO are soak's and the gate's too: explore takes them only from the command line
+explore: setup
+	$(PY) -m karpenter_e2e.runners.explore --from $(FROM) $(if $(filter command line,$(origin TO)),--to $(TO)) --n $(if $(filter command line,$(origin N)),$(N),3) $(if $(SEED),--seed $(SEED)) $(if $(SHRINK),--shrink-budget $(SHRINK))
 
 ## mutants: the kill matrix: each mutant (a patched Karpenter) must fail the scenarios it names
 ## (MUTANT_CLUSTER=aws-sim: the AWS provider's mutants, in aws-sim mode)

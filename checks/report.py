@@ -189,6 +189,17 @@ def junit(result: dict) -> str:
     cases += [(f"step {s['label']}: {s['kind']}: {s['text']}",
                None if s["outcome"] == "not run" else s["outcome"] == "ok", s["detail"])
               for s in result.get("steps") or []]
+    verdict = result.get("oracles")
+    if verdict:  # every check is judged by the oracles (docs/oracles.md)
+        found = verdict.get("findings") or []
+        cases.append(("oracles", not found, "\n".join(
+            f"[{f['oracle']}] {f['what']}: " + "; ".join(f["evidence"][:3]) for f in found)))
+    compared = result.get("compare")
+    if compared:  # --compare-version: what the two releases decided (docs/differential.md)
+        suspect = [d for d in compared["differences"] if d["status"] == "suspect"]
+        cases.append((f"decisions: {compared['a']['release']} -> {compared['b']['release']}",
+                      not suspect, "; ".join(f"{d['field']}{' ' + d['key'] if d['key'] else ''}: "
+                                            f"{d['a']} -> {d['b']}" for d in suspect)))
     suite = ET.Element("testsuite", name=suite_name, tests=str(len(cases)),
                        failures=str(sum(ok is False for _, ok, _ in cases)), errors="0",
                        skipped=str(sum(ok is None for _, ok, _ in cases)),

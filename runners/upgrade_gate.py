@@ -8,6 +8,10 @@
    to TO (new CRDs first, then the controller). Nothing may be disrupted for a window
    (suites/test_upgrade.py).
 2. Run the scenario suites on TO, against the same cluster.
+2b. The differential: every example in examples/ (the workshop's manifests among them) and
+   each --diff folder (a team's), checked on FROM and on TO, each on a fresh cluster of the
+   same Kubernetes release, and what the two decided diffed (docs/differential.md); a
+   suspect difference fails the gate, naming the folder, the difference and both records.
 3. Write a verdict (pass/fail with reasons) to reports/upgrade-gate/verdict.{json,md}, the
    performance table to perf.md and its picture to perf.png.
 """
@@ -31,6 +35,7 @@ from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
+EXAMPLES = ROOT / "examples"
 # The performance comparison's defaults, from measured runs (README "Upgrade gate"):
 PERF_PODS = 200
 PERF_MAX_RATIO = 1.5
@@ -134,6 +139,35 @@ def compare_perf(out: Path, from_v: str, to_v: str, limits: dict[str, float]) ->
             "notes": {v: run.get("notes", {}) for v, run in runs}}
 
 
+def diff_folders(chosen: list[Path], examples: bool) -> list[Path]:
+    """What the differential phase checks on both releases: each --diff folder, then every
+    example but plugin-project (a pytest project), as make check-examples does."""
+    out = list(chosen)
+    if examples:
+        out += sorted(d for d in EXAMPLES.iterdir() if d.is_dir() and d.name != "plugin-project")
+    return out
+
+
+def diff_phase(folder: Path, args, out: Path) -> tuple[int, Path]:
+    """``check FOLDER --karpenter-version FROM --compare-version TO``, its junit and log in
+    ``out``; exit 0 when both sides pass and nothing differs beyond what is expected."""
+    name = folder.name
+    junit = out / f"diff-{name}.xml"
+    cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", args.cluster,
+           "--cluster-name", f"{args.cluster_name}-diff", "--karpenter-version", args.from_v,
+           "--compare-version", args.to_v, "--reports-dir", str(out / "diff"),
+           "--junit", str(junit), "--summary", str(out / "diff-summary.md")]
+    print("$", " ".join(cmd), flush=True)
+    children = Children()
+    try:
+        kid = children.start(Child(f"diff-{name}", cmd, out / f"diff-{name}.log", cwd=ROOT))
+        assert kid is not None
+        return kid.wait(), junit
+    except BaseException:  # Ctrl-C, SIGTERM: the check takes its clusters down first
+        children.interrupt()
+        raise
+
+
 def perf_dir(out: Path, version: str) -> Path:
     return out / f"perf-{version}"
 
@@ -182,12 +216,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--perf-serial", action="store_true",
                    help="measure FROM, then TO, instead of both at once (see README: at once, "
                         "both see the same load from the rest of the machine)")
+    p.add_argument("--diff", action="append", default=[], type=Path, metavar="DIR",
+                   help="a folder of manifests (as check takes) to check on FROM and on TO and "
+                        "diff what each decided (repeatable; the examples are always diffed, "
+                        "unless --no-diff-examples)")
+    p.add_argument("--no-diff-examples", action="store_true",
+                   help="diff only the --diff folders, not every example")
     p.add_argument("--disrupt", action="store_true",
                    help="self-test: ship a disruptive NodePool change with the upgrade")
     p.add_argument("--out", type=Path, default=REPORTS / "upgrade-gate")
     args = p.parse_args(argv)
     from karpenter_e2e.reports import perf_comparison
     try:
+        missing = [str(d) for d in args.diff if not d.is_dir()]
+        if missing:
+            raise ClusterError(f"--diff: no such folder: {', '.join(missing)}")
         if args.perf_pods < 0:
             raise ClusterError(f"--perf-pods {args.perf_pods}: a number of pods, or 0 to skip")
         limits = perf_comparison.parse_limits(args.perf_max_ratio, args.perf_ratios)
@@ -268,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
             suites += ["-n", str(args.workers)]
         phases[f"suites on {args.to_v}"] = (pytest(suites, args.out / "suites.log"),
                                             args.out / "suites.xml")
+        (args.out / "diff-summary.md").unlink(missing_ok=True)
+        for folder in diff_folders(args.diff, not args.no_diff_examples):
+            phases[f"diff {folder.name}"] = diff_phase(folder, args, args.out)
     finally:
         for b in (backend, *perf_backends.values()):
             b.down()

@@ -175,6 +175,20 @@ def test_junit_has_one_testcase_per_expectation_and_one_for_settling():
     assert cases[2].find("failure").text == "seen: 2 nodes" and cases[1].find("failure") is None
 
 
+def test_junit_names_the_oracles_and_the_releases_suspect_differences():
+    r = result(["p"], [], [], passed=False, expectations=[])
+    r["oracles"] = {"judged": ["daemons-fit"], "findings": [
+        {"oracle": "daemons-fit", "what": "1 DaemonSet pod(s) do not fit", "evidence": ["d1"]}]}
+    r["compare"] = {"a": {"release": "v1.14.3"}, "b": {"release": "v1.15.0"}, "differences": [
+        {"field": "nodeclaims", "key": "", "a": 1, "b": 2, "status": "suspect", "why": ""},
+        {"field": "zones", "key": "a", "a": 1, "b": None, "status": "noted", "why": ""}]}
+    cases = ET.fromstring(report.junit(r)).find("testsuite").findall("testcase")
+    by_name = {c.get("name"): c for c in cases}
+    assert "[daemons-fit] 1 DaemonSet pod(s) do not fit: d1" == \
+        by_name["oracles"].find("failure").text
+    assert by_name["decisions: v1.14.3 -> v1.15.0"].find("failure").text == "nodeclaims: 1 -> 2"
+
+
 def test_junit_error_is_one_testcase_in_error():
     root = ET.fromstring(report.junit_error("x/", "bad input: x/: no such folder\nmore"))
     case = root.find("testsuite/testcase")

@@ -63,3 +63,27 @@ def test_skips_are_not_passes(tmp_path):
     assert v["verdict"] == "fail"
     assert v["reasons"] == ["suites: no test executed (2 skipped)"]
     assert v["tests"]["suites"] == {"executed": 0, "skipped": 2, "failed": 0}
+
+
+def test_the_differential_phase_checks_every_example_and_the_teams_folders(tmp_path):
+    from karpenter_e2e.runners.upgrade_gate import EXAMPLES, diff_folders
+    team = tmp_path / "team"
+    chosen = diff_folders([team], examples=True)
+    assert chosen[0] == team
+    names = [d.name for d in chosen[1:]]
+    assert "workshop-basic" in names and "plugin-project" not in names
+    assert all((EXAMPLES / n).is_dir() for n in names)
+    assert diff_folders([team], examples=False) == [team]
+
+
+def test_a_diff_phase_with_a_suspect_difference_fails_the_gate(tmp_path):
+    from karpenter_e2e.checks import report
+    r = {"folder": "examples/workshop-basic", "settled": True, "expectations": [],
+         "started": 0.0, "finished": 1.0,
+         "compare": {"a": {"release": "v1.14.3"}, "b": {"release": "v1.15.0"}, "differences": [
+             {"field": "rounds", "key": "", "a": 1, "b": 2, "status": "suspect", "why": ""}]}}
+    junit = tmp_path / "diff-workshop-basic.xml"
+    junit.write_text(report.junit(r))
+    v = verdict({"diff workshop-basic": (1, junit)}, "v1.14.3", "v1.15.0")
+    assert v["verdict"] == "fail"
+    assert v["reasons"] == ["diff workshop-basic: decisions: v1.14.3 -> v1.15.0: rounds: 1 -> 2"]

@@ -1,0 +1,175 @@
+"""`make explore FROM=v1.14.3 [TO=v1.15.0] [N=3] [SEED=...] [SHRINK=6]`: generated workloads
+(checks/explore.py), each checked on FROM (and TO), judged by the oracles and, with TO, by
+the diff of what the two releases decided (docs/differential.md).
+
+    python -m karpenter_e2e.runners.explore --from V [--to V] [--n N] [--seed S]
+        [--shrink-budget K] [--cluster local|aws-sim] [--out reports/explore]
+
+A case whose run finds something (an oracle failing on either release, a suspect
+difference) is shrunk: one simplification at a time, each a run, kept while the same thing
+is still found, at most --shrink-budget runs; the smallest is written as a `check` folder
+with the command that reproduces it. The seed reproduces every case. A case `check` refuses
+(exit 2) is a generator defect and stops the run; a cluster that cannot be brought up
+(exit 3) is reported and the run goes on. The table is written to OUT/SEED/explore.md as each
+case ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from karpenter_e2e.checks import explore
+from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
+
+ROOT = Path(__file__).resolve().parent.parent
+EXIT_BAD_INPUT, EXIT_CLUSTER = 2, 3
+
+
+@dataclass
+class Outcome:
+    """What one run of a case found: oracles failed per release, suspect differences."""
+
+    code: int
+    oracles: dict[str, list[str]] = field(default_factory=dict)  # release -> oracle names
+    suspect: list[str] = field(default_factory=list)  # "field key: a -> b"
+    reports: str = ""
+
+    @property
+    def signature(self) -> set[str]:
+        """What must stay found while shrinking: each oracle and each suspect field."""
+        return ({f"oracle {o}" for names in self.oracles.values() for o in names}
+                | {f"differs {s.split(':')[0].split(' ')[0]}" for s in self.suspect})
+
+    def said(self) -> str:
+        parts = [f"{', '.join(n)} on {r}" for r, n in self.oracles.items() if n]
+        parts += [f"suspect: {s}" for s in self.suspect]
+        return "; ".join(parts) or ("clean" if self.code in (0, 1) else f"no verdict (exit {self.code})")
+
+
+def read_outcome(code: int, reports: Path) -> Outcome:
+    """From a check's reports directory: each side's check.json and the compare.json."""
+    out = Outcome(code, reports=str(reports))
+    for path in sorted(reports.glob("runs/check-*/check.json")):
+        result = json.loads(path.read_text())
+        release = (result.get("decisions") or {}).get("release") or path.parent.name
+        out.oracles[release] = sorted({f["oracle"] for f in
+                                       (result.get("oracles") or {}).get("findings") or []})
+    for path in reports.glob("runs/check-*/compare.json"):
+        for d in json.loads(path.read_text())["differences"]:
+            if d["status"] == "suspect":
+                out.suspect.append(f"{d['field']}{' ' + d['key'] if d['key'] else ''}: "
+                                   f"{d['a']} -> {d['b']}")
+    return out
+
+
+def run_case(case: explore.Case, folder: Path, args) -> Outcome:
+    """``check`` on the case's folder, as the person reproducing it would run it."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    explore.write(case, folder)
+    cmd = reproduce(folder, args)
+    print("$", " ".join(cmd), flush=True)
+    children = Children()
+    try:
+        kid = children.start(Child(folder.name, cmd, folder / "check.log", cwd=ROOT))
+        assert kid is not None
+        code = kid.wait()
+    except BaseException:  # Ctrl-C: the check takes its cluster down first
+        children.interrupt()
+        raise
+    return read_outcome(code, folder / "reports")
+
+
+def reproduce(folder: Path, args) -> list[str]:
+    cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", args.cluster,
+           "--cluster-name", "explore", "--karpenter-version", args.from_v,
+           "--reports-dir", str(folder / "reports")]
+    return cmd + (["--compare-version", args.to_v] if args.to_v else [])
+
+
+def shrink(case: explore.Case, found: Outcome, folder: Path, args) -> tuple[explore.Case, int]:
+    """The smallest case still finding what ``found`` found, within the budget; and the runs
+    it took."""
+    want, runs = found.signature, 0
+    progress = True
+    while progress and runs < args.shrink_budget:
+        progress = False
+        for candidate in explore.smaller(case):
+            if runs >= args.shrink_budget:
+                break
+            runs += 1
+            got = run_case(candidate, folder / f"shrink-{runs}", args)
+            if got.code == EXIT_BAD_INPUT:
+                raise SystemExit(f"explore: check refused a shrunk case ({folder}/shrink-{runs}): "
+                                 "a generator defect")
+            if got.signature & want:
+                print(f"explore: shrunk ({candidate.size} < {case.size}): {candidate.describe()}",
+                      flush=True)
+                case, progress = candidate, True
+                break
+    return case, runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.explore", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--from", dest="from_v", required=True, help="the release every case runs on")
+    p.add_argument("--to", dest="to_v", default=None, help="also run each case on this release "
+                                                           "and diff what the two decided")
+    p.add_argument("--n", type=int, default=3, help="cases to generate (default 3)")
+    p.add_argument("--seed", default=None, help="reproduces the run (default: the time)")
+    p.add_argument("--shrink-budget", type=int, default=6,
+                   help="most check runs spent shrinking one finding (default 6)")
+    p.add_argument("--cluster", default="local", choices=("local", "aws-sim"))
+    p.add_argument("--out", type=Path, default=ROOT / "reports" / "explore")
+    args = p.parse_args(argv)
+    if args.n < 1 or args.shrink_budget < 0:
+        print("explore: --n must be 1 or more, --shrink-budget 0 or more", file=sys.stderr)
+        return 2
+    seed = args.seed or time.strftime("%Y%m%d%H%M%S")
+    out = args.out / seed
+    out.mkdir(parents=True, exist_ok=True)
+    sigterm_as_ctrl_c()
+    rows, found_any = [], False
+    for i in range(args.n):
+        case = explore.generate(seed, i)
+        print(f"explore: case {i} (seed {seed}): {case.describe()}", flush=True)
+        started = time.monotonic()
+        got = run_case(case, out / f"case-{i}", args)
+        if got.code == EXIT_BAD_INPUT:
+            print(f"explore: check refused case {i} ({out}/case-{i}/check.log): a generator "
+                  "defect", file=sys.stderr)
+            return 2
+        minimal, runs = "", 0
+        if got.signature:
+            found_any = True
+            small, runs = shrink(case, got, out / f"case-{i}", args)
+            folder = explore.write(small, out / f"case-{i}" / "minimal")
+            (folder / "README.md").write_text(
+                f"# explore {seed}, case {i}: {got.said()}\n\n{small.describe()}\n\n"
+                f"Reproduce:\n\n    {' '.join(reproduce(folder, args)[1:])}\n")
+            minimal = str(folder)
+        rows.append((i, case.describe(), got.said(), minimal, runs, time.monotonic() - started))
+        _write_table(out, seed, args, rows)
+    print((out / "explore.md").read_text())
+    return 1 if found_any else 0
+
+
+def _write_table(out: Path, seed: str, args, rows) -> None:
+    lines = [f"# explore {seed}: {args.from_v}" + (f" vs {args.to_v}" if args.to_v else ""), "",
+             f"{len(rows)} case(s); reproduce with `make explore FROM={args.from_v}"
+             + (f" TO={args.to_v}" if args.to_v else "") + f" N={args.n} SEED={seed}`.", "",
+             "| case | what | found | minimal | shrink runs | s |", "|---|---|---|---|---|---|"]
+    lines += [f"| {i} | {what} | {said} | {minimal or '–'} | {runs} | {s:.0f} |"
+              for i, what, said, minimal, runs, s in rows]
+    (out / "explore.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

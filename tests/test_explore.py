@@ -1,0 +1,76 @@
+"""Generated workloads: the seed reproduces each case, every case is a folder `check` accepts
+(validated as check validates before any cluster), and shrinking only ever simplifies."""
+
+import json
+
+import pytest
+
+from karpenter_e2e.checks import explore
+from karpenter_e2e.checks.run import plan
+from karpenter_e2e.runners import explore as runner
+
+SEED = "test-seed"
+
+
+def test_the_seed_and_index_reproduce_a_case_and_others_differ():
+    assert explore.generate(SEED, 0) == explore.generate(SEED, 0)
+    cases = [explore.generate(SEED, i).describe() for i in range(20)]
+    assert len(set(cases)) == 20
+
+
+@pytest.mark.parametrize("index", range(25))
+def test_every_generated_case_is_a_folder_check_accepts(index, tmp_path):
+    case = explore.generate(SEED, index)
+    folder = explore.write(case, tmp_path / "case")
+    p = plan(folder, None, "", "", "explore", None)  # check's own validation, offline
+    kinds = sorted({m.kind for m in p.bundle.manifests})
+    assert "NodePool" in kinds and "Deployment" in kinds
+    # every pod selects the case's nodes, so cases on one cluster never share them
+    for m in explore.manifests(case):
+        if m["kind"] in ("Deployment", "DaemonSet"):
+            assert m["spec"]["template"]["spec"]["nodeSelector"][explore.CASE_LABEL] == "on"
+
+
+def test_the_generator_draws_from_the_whole_inventory_it_names():
+    cases = [explore.generate(SEED, i) for i in range(200)]
+    operators = {r["operator"] for c in cases for p in c.pools for r in p.requirements}
+    assert operators == {"In", "NotIn", "Gt", "Lt", "Exists"}
+    ws = [w for c in cases for w in c.workloads]
+    for attr in ("spread", "spread_anyway", "anti_affinity", "do_not_disrupt", "pdb", "memory",
+                 "tolerates", "pool"):
+        assert any(getattr(w, attr) for w in ws), attr
+    assert any(w.scale_in == 0 for w in ws) and any(w.scale_in for w in ws)
+    pools = [p for c in cases for p in c.pools]
+    assert {p.policy for p in pools} == {"WhenEmpty", "WhenEmptyOrUnderutilized"}
+    assert any(p.taint for p in pools) and any(p.cpu_limit for p in pools)
+    assert any(p.weight for p in pools) and any(c.daemons for c in cases)
+
+
+def test_each_shrink_step_is_smaller_and_still_a_valid_folder(tmp_path):
+    case = max((explore.generate(SEED, i) for i in range(30)), key=lambda c: c.size)
+    steps = list(explore.smaller(case))
+    assert steps and all(s.size < case.size for s in steps)
+    for k, s in enumerate(steps[:10]):
+        plan(explore.write(s, tmp_path / f"s{k}"), None, "", "", "explore", None)
+    # a workload never loses the pool it is pinned to
+    for s in steps:
+        names = {p.name for p in s.pools}
+        assert all(w.pool in names for w in s.workloads if w.pool)
+
+
+def test_an_outcome_reads_each_side_and_the_suspect_differences(tmp_path):
+    for name, release, found in (("check-a", "v1.14.3", []), ("check-b", "v1.15.0", ["daemons-fit"])):
+        d = tmp_path / "runs" / name
+        d.mkdir(parents=True)
+        (d / "check.json").write_text(json.dumps({
+            "decisions": {"release": release},
+            "oracles": {"findings": [{"oracle": o} for o in found]}}))
+    (tmp_path / "runs" / "check-b" / "compare.json").write_text(json.dumps({"differences": [
+        {"field": "rounds", "key": "", "a": 1, "b": 2, "status": "suspect"},
+        {"field": "zones", "key": "a", "a": 1, "b": 2, "status": "noted"}]}))
+    got = runner.read_outcome(1, tmp_path)
+    assert got.oracles == {"v1.14.3": [], "v1.15.0": ["daemons-fit"]}
+    assert got.suspect == ["rounds: 1 -> 2"]
+    assert got.signature == {"oracle daemons-fit", "differs rounds"}
+    assert got.said() == "daemons-fit on v1.15.0; suspect: rounds: 1 -> 2"
+    assert runner.read_outcome(0, tmp_path / "none").said() == "clean"
