@@ -56,7 +56,14 @@ EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERRUPTED = 0, 1,
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m karpenter_e2e.checks", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("folder", type=Path, help="folder of NodePools, NodeClasses and workloads")
+    p.add_argument("folder", type=Path, nargs="?", default=None,
+                   help="folder of NodePools, NodeClasses and workloads")
+    p.add_argument("--snapshot", type=Path, default=None, metavar="DIR",
+                   help="instead of a folder: a snapshot of a live cluster (python -m "
+                        "karpenter_e2e.checks.snapshot), rebuilt on a fresh cluster, verified, "
+                        "then left to Karpenter for --window (docs/replay.md)")
+    p.add_argument("--window", default="10m", metavar="DURATION",
+                   help="with --snapshot: how long Karpenter acts on the replayed state (10m)")
     p.add_argument("--expect", type=Path, default=None,
                    help="expectations (default: FOLDER/expect.yaml if there is one)")
     p.add_argument("--scale", default="", metavar="NAME=N,...",
@@ -115,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     for name in ("kubernetes", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    if args.snapshot is not None or args.folder is None:
+        return _replay(args)
     base: Base | None = None
     try:
         base = baseline.resolve(args.base, args.folder) if args.base else None
@@ -214,6 +223,35 @@ def _main(args, base: Base | None) -> int:
         return EXIT_PASSED if result["passed"] and first[1]["passed"] \
             and not result["compare"]["suspect"] else EXIT_FAILED
     return EXIT_PASSED if result["passed"] else EXIT_FAILED
+
+
+def _replay(args) -> int:
+    """check --snapshot DIR: the snapshot rebuilt, verified and left to Karpenter."""
+    from karpenter_e2e.checks import replay
+    from karpenter_e2e.clusters.karpenter_clock import go_duration
+    if args.folder is not None or args.snapshot is None:
+        return _bad_input(args, "give a folder of manifests, or --snapshot DIR, not both")
+    if not (args.snapshot / "snapshot.yaml").is_file():
+        return _bad_input(args, f"--snapshot {args.snapshot}: no snapshot.yaml there")
+    try:
+        window = go_duration(args.window)
+        if not window:
+            raise ValueError(f"--window {args.window}: a duration like 90s or 10m")
+        opts = argparse.Namespace(**{**vars(args), "karpenter_version": args.karpenter_version
+                                     or _default_version(args.cluster),
+                                     # the snapshot's nodes are of any EC2 type
+                                     "catalogue": args.catalogue or "full"})
+        backend = backends.create(backends.ClusterOptions.of(opts))
+        backend.check_options()
+    except (ClusterError, ValueError) as exc:
+        return _bad_input(args, str(exc))
+    try:
+        return replay.run(args.snapshot, backend, args.reports_dir, window, args.keep_cluster)
+    except KeyboardInterrupt:
+        print("check: interrupted; cluster taken down", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ClusterError as exc:
+        return _cluster_error(args, exc)
 
 
 def _side(args, base: Base | None, base_plan: Plan | None, base_note: str, the_plan: Plan,

@@ -1,0 +1,420 @@
+"""`check --snapshot DIR`: a snapshot (checks/snapshot.py) rebuilt on a fresh local cluster,
+verified object by object, then left to Karpenter for a window (docs/replay.md).
+
+1. NodeClasses and NodePools as the snapshot has them, each pool's disruption budgets held
+   at 0 nodes while the state is rebuilt (Karpenter must not act on a half-built cluster).
+2. Each of the snapshot's NodeClaims as a NodeClaim of its pool pinned to its node's
+   instance type, zone and capacity type (the KWOK provider launches exactly that), carrying
+   the pool's hash as Karpenter's own launches do; nodes no NodeClaim owns as plain KWOK
+   nodes with their labels, taints and allocatable.
+3. The pods where they ran: bound by nodeName to the node rebuilt for theirs (pause images);
+   then their ReplicaSets, StatefulSets (updateStrategy OnDelete) and DaemonSets, which adopt
+   them or make their own; PDBs and PriorityClasses as they were. Pods of a node not rebuilt
+   stay unbound. What is not rebuilt: Deployments (their ReplicaSets own the pods and
+   Karpenter reads no Deployment), Jobs (their pods stay unowned), PVs and PVCs (volumes are
+   dropped from the pods). Every difference is listed in the report.
+4. The rebuild is verified: the same nodes (pool, instance type, zone, capacity type), each
+   pod on the node rebuilt for its own; a replay that does not match says where and stops.
+5. The budgets are restored and Karpenter acts for ``window`` seconds, watched by the timeline.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ConflictError
+
+from karpenter_e2e.checks import snapshot
+from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
+from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL as POOL, ZONE
+from karpenter_e2e.clusters.waits import Observation, eventually
+
+log = logging.getLogger("karpenter_e2e.replay")
+
+ORIGIN = "replay.karpenter-e2e/node"  # on a rebuilt NodeClaim: the snapshot node it stands for
+PAUSE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+HASH = "karpenter.sh/nodepool-hash"
+HASH_VERSION = "karpenter.sh/nodepool-hash-version"
+HELD = [{"nodes": "0"}]  # the budgets while the state is rebuilt
+LAUNCH_S = 120  # every NodeClaim launched and initialized: KWOK nodes join in seconds
+
+
+@dataclass
+class Rebuilt:
+    nodes: dict[str, str] = field(default_factory=dict)  # snapshot node -> replay node
+    rows: list[dict] = field(default_factory=list)  # the verification table, one per node
+    pods_placed: int = 0
+    pods_total: int = 0
+    left_out: list[str] = field(default_factory=list)  # what the replay does not rebuild
+
+    @property
+    def exact(self) -> bool:
+        return all(r["match"] for r in self.rows) and self.pods_placed == self.pods_total
+
+
+def _pool_body(pool: dict, nodeclass: tuple[str, str, str]) -> dict:
+    body = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": pool["metadata"]["name"],
+                         "labels": pool["metadata"].get("labels") or {}},
+            "spec": copy.deepcopy(pool["spec"])}
+    group, _, kind = nodeclass
+    body["spec"]["template"]["spec"]["nodeClassRef"].update(group=group, kind=kind)
+    body["spec"].setdefault("disruption", {})["budgets"] = HELD
+    return body
+
+
+def _claim_body(claim: dict, node: dict, pool_hash: dict, nodeclass: tuple[str, str, str]) -> dict:
+    """A NodeClaim of the snapshot's, pinned to where its node ran."""
+    labels = node["metadata"].get("labels") or {}
+    spec = copy.deepcopy(claim["spec"])
+    group, _, kind = nodeclass
+    spec["nodeClassRef"] = {**spec.get("nodeClassRef", {}), "group": group, "kind": kind}
+    pinned = {INSTANCE_TYPE: labels.get(INSTANCE_TYPE), ZONE: labels.get(ZONE),
+              CAPACITY_TYPE: labels.get(CAPACITY_TYPE)}
+    spec["requirements"] = [r for r in spec.get("requirements") or [] if r["key"] not in pinned] + [
+        {"key": k, "operator": "In", "values": [v]} for k, v in pinned.items() if v]
+    spec.pop("startupTaints", None)  # nothing here would remove them
+    notes = {k: v for k, v in (claim["metadata"].get("annotations") or {}).items()
+             if k not in (HASH, HASH_VERSION)}
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+            "metadata": {"name": f"{labels.get(POOL, 'replay')}-r-{claim['metadata']['name'][-5:]}",
+                         "labels": {**(claim["metadata"].get("labels") or {}),
+                                    ORIGIN: node["metadata"]["name"]},
+                         "annotations": {**notes, **pool_hash}},
+            "spec": spec}
+
+
+def _pod_body(pod: dict, node: str | None) -> dict:
+    body = copy.deepcopy(pod)
+    body.pop("status", None)
+    meta = body["metadata"]
+    for k in ("uid", "creationTimestamp", "deletionTimestamp", "ownerReferences"):
+        meta.pop(k, None)
+    spec = body["spec"]
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        c["image"] = PAUSE
+    spec.pop("volumes", None)
+    spec.pop("nodeName", None)
+    if node:
+        spec["nodeName"] = node
+    return body
+
+
+def _owner_body(owner: dict) -> dict:
+    body = copy.deepcopy(owner)
+    body.pop("status", None)
+    for k in ("uid", "creationTimestamp", "ownerReferences"):
+        body["metadata"].pop(k, None)
+    tpl = body["spec"].get("template") or {}
+    for c in (tpl.get("spec") or {}).get("containers", []) + (tpl.get("spec") or {}).get(
+            "initContainers", []):
+        c["image"] = PAUSE
+    (tpl.get("spec") or {}).pop("volumes", None)
+    if body["kind"] == "StatefulSet":
+        body["spec"]["updateStrategy"] = {"type": "OnDelete"}  # never roll the adopted pods
+        body["spec"].pop("volumeClaimTemplates", None)
+        body["spec"].setdefault("serviceName", body["metadata"]["name"])
+    return body
+
+
+class Replayer:
+    """Rebuilds ``objects`` (a loaded snapshot) on the cluster ``kube`` reaches."""
+
+    def __init__(self, kube: Kube, objects: dict[str, list[dict]], nodeclass: tuple[str, str, str]):
+        self.kube, self.objects, self.nodeclass = kube, objects, nodeclass
+        self.dyn = DynamicClient(kube.api)  # dicts in and out, as the snapshot has them
+
+    # ---- 1-2: pools and nodes ------------------------------------------------------------
+    def pools_and_nodes(self) -> Rebuilt:
+        out = Rebuilt()
+        group, version, kind = self.nodeclass
+        for nc in self.objects.get("NodeClass", []):
+            self.make({"apiVersion": f"{group}/{version}", "kind": kind,
+                       "metadata": {"name": nc["metadata"]["name"]}})
+        for pool in self.objects.get("NodePool", []):
+            self.make(_pool_body(pool, self.nodeclass))
+        hashes = eventually(self._pool_hashes, what="every NodePool to carry Karpenter's hash",
+                            timeout=30)
+        nodes = {n["metadata"]["name"]: n for n in self.objects.get("Node", [])}
+        owned = set()
+        for claim in self.objects.get("NodeClaim", []):
+            name = (claim.get("status") or {}).get("nodeName")
+            pool = (claim["metadata"].get("labels") or {}).get(POOL, "")
+            if not name or name not in nodes or pool not in hashes or claim["metadata"].get(
+                    "deletionTimestamp"):
+                out.left_out.append(f"NodeClaim {claim['metadata']['name']}: no node, no pool or "
+                                    "deleting in the snapshot")
+                continue
+            owned.add(name)
+            self.make(_claim_body(claim, nodes[name], hashes[pool], self.nodeclass))
+        for name, node in nodes.items():
+            if name not in owned:
+                self._plain_node(node)
+        out.nodes = eventually(lambda: self._launched(set(nodes)), timeout=LAUNCH_S,
+                               what=f"{len(nodes)} nodes rebuilt and initialized")
+        return out
+
+    def _pool_hashes(self) -> Observation:
+        got = {p["metadata"]["name"]: {k: v for k, v in (p["metadata"].get("annotations") or {})
+                                       .items() if k in (HASH, HASH_VERSION)}
+               for p in self.kube.list(NODEPOOL)}
+        ok = len(got) == len(self.objects.get("NodePool", [])) and all(HASH in v for v in got.values())
+        return Observation(ok, f"hashes {got}", got)
+
+    def _plain_node(self, node: dict) -> None:
+        """A node no NodeClaim owns (a managed node group's): KWOK runs it as it is."""
+        body: dict = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": node["metadata"]["name"],
+                             "labels": node["metadata"].get("labels") or {},
+                             "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                "spec": {k: v for k, v in (node.get("spec") or {}).items() if k != "providerID"},
+                "status": {k: node["status"][k] for k in ("capacity", "allocatable")
+                           if k in (node.get("status") or {})}}
+        self.make(body)
+        # a node's capacity is its status: set apart from the object
+        self.dyn.resources.get(api_version="v1", kind="Node").status.patch(
+            body={"metadata": {"name": body["metadata"]["name"]}, "status": body["status"]},
+            content_type="application/merge-patch+json")
+
+    def _launched(self, wanted: set[str]) -> Observation:
+        mapping: dict[str, str] = {}
+        waiting = []
+        for c in self.kube.list(NODECLAIM):
+            origin = (c["metadata"].get("labels") or {}).get(ORIGIN)
+            init = any(x.get("type") == "Initialized" and x.get("status") == "True"
+                       for x in (c.get("status") or {}).get("conditions") or [])
+            if origin and init and (c.get("status") or {}).get("nodeName"):
+                mapping[origin] = c["status"]["nodeName"]
+            elif origin:
+                waiting.append(origin)
+        present = {n["metadata"]["name"] for n in self.listed("v1", "Node")}
+        mapping.update({n: n for n in wanted - set(mapping) if n in present})
+        return Observation(set(mapping) >= wanted, f"{len(mapping)} of {len(wanted)} nodes rebuilt; "
+                           f"launching: {sorted(waiting)[:5]}", mapping)
+
+    # ---- 3: what runs on them ------------------------------------------------------------
+    def workloads(self, out: Rebuilt) -> None:
+        namespaces = sorted({p["metadata"].get("namespace", "default")
+                             for kind in ("Pod", "ReplicaSet", "StatefulSet", "DaemonSet",
+                                          "PodDisruptionBudget") for p in self.objects.get(kind, [])})
+        for ns in namespaces:
+            self.make({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                      exists_ok=True)
+        for pc in self.objects.get("PriorityClass", []):
+            if not pc["metadata"]["name"].startswith("system-"):
+                body = {k: v for k, v in pc.items() if k != "metadata"}
+                self.make({**body, "metadata": {"name": pc["metadata"]["name"]}}, exists_ok=True)
+        for pdb in self.objects.get("PodDisruptionBudget", []):
+            self.make({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                       "metadata": {k: pdb["metadata"][k] for k in ("name", "namespace")},
+                       "spec": pdb["spec"]})
+        for pod in self.objects.get("Pod", []):
+            owners = pod["metadata"].get("ownerReferences") or []
+            if any(o["kind"] in ("DaemonSet", "Node") for o in owners):
+                continue  # made by their DaemonSet on the rebuilt nodes; static pods: the node's
+            out.pods_total += 1
+            was = pod["spec"].get("nodeName")
+            self.make(_pod_body(pod, out.nodes.get(was) if was else None))
+            if any(o["kind"] == "Job" for o in owners):
+                out.left_out.append(f"pod {pod['metadata']['name']}: its Job is not rebuilt "
+                                    "(the pod runs unowned)")
+            if pod["spec"].get("volumes"):
+                out.left_out.append(f"pod {pod['metadata']['name']}: its volumes are dropped")
+        for kind in ("ReplicaSet", "StatefulSet", "DaemonSet"):
+            for owner in self.objects.get(kind, []):
+                self.make(_owner_body(owner))
+        out.left_out += [f"{k} {o['metadata']['name']}: not rebuilt" for k in ("Deployment", "Job")
+                         for o in self.objects.get(k, [])]
+        out.left_out += [f"{k}: {len(self.objects.get(k, []))} not rebuilt"
+                         for k in ("PersistentVolume", "PersistentVolumeClaim", "StorageClass")
+                         if self.objects.get(k)]
+
+    # ---- 4: verified ---------------------------------------------------------------------
+    def verify(self, out: Rebuilt) -> Rebuilt:
+        now = {n["metadata"]["name"]: n for n in self.listed("v1", "Node")}
+        keys = (POOL, INSTANCE_TYPE, ZONE, CAPACITY_TYPE)
+        pods_now = {(p["metadata"]["namespace"], p["metadata"]["name"]): p["spec"].get("nodeName") or ""
+                    for p in self.listed("v1", "Pod")}
+        for node in self.objects.get("Node", []):
+            name = node["metadata"]["name"]
+            was = {k: (node["metadata"].get("labels") or {}).get(k, "") for k in keys}
+            new = now.get(out.nodes.get(name, ""))
+            got = {k: (new["metadata"].get("labels") or {}).get(k, "") for k in keys} if new else {}
+            pods = [p for p in self.objects.get("Pod", []) if p["spec"].get("nodeName") == name
+                    and not any(o["kind"] in ("DaemonSet", "Node")
+                                for o in p["metadata"].get("ownerReferences") or [])]
+            placed = sum(1 for p in pods if pods_now.get((p["metadata"].get("namespace", "default"),
+                                                          p["metadata"]["name"])) == out.nodes.get(name))
+            out.pods_placed += placed
+            out.rows.append({"node": name, "as": out.nodes.get(name, "–"), **{
+                k.split("/")[-1]: was[k] for k in keys}, "pods": len(pods), "placed": placed,
+                "match": got == was and placed == len(pods)})
+        pending = [p for p in self.objects.get("Pod", []) if not p["spec"].get("nodeName")]
+        out.pods_placed += sum(1 for p in pending if pods_now.get(
+            (p["metadata"].get("namespace", "default"), p["metadata"]["name"])) == "")
+        return out
+
+    # ---- 5: Karpenter acts -----------------------------------------------------------------
+    def release(self) -> None:
+        """The snapshot's own budgets back (Karpenter's default, 10%, where it had none)."""
+        for pool in self.objects.get("NodePool", []):
+            budgets = ((pool["spec"].get("disruption") or {}).get("budgets")
+                       or [{"nodes": "10%"}])
+            self.kube.custom.patch_cluster_custom_object(
+                "karpenter.sh", "v1", "nodepools", pool["metadata"]["name"],
+                {"spec": {"disruption": {"budgets": budgets}}}, _request_timeout=self.kube.timeout)
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def make(self, body: dict, exists_ok: bool = False) -> None:
+        """Create ``body`` as it is (``exists_ok``: a namespace or PriorityClass may be there)."""
+        res = self.dyn.resources.get(api_version=body["apiVersion"], kind=body["kind"])
+        try:
+            res.create(body=body, namespace=body["metadata"].get("namespace") if res.namespaced
+                       else None, _request_timeout=self.kube.timeout)
+        except ConflictError:
+            if not exists_ok:
+                raise
+
+    def listed(self, api_version: str, kind: str) -> list[dict]:
+        res = self.dyn.resources.get(api_version=api_version, kind=kind)
+        return list(res.get(_request_timeout=self.kube.timeout).to_dict()["items"])
+
+
+def table(rebuilt: Rebuilt) -> str:
+    lines = [f"Replayed {len(rebuilt.rows)} node(s) and {rebuilt.pods_total} pod(s): "
+             + ("**reproduced exactly**" if rebuilt.exact else "**not reproduced**")
+             + f" ({rebuilt.pods_placed} of {rebuilt.pods_total} pods where they were).", "",
+             "| snapshot node | replayed as | nodepool | instance type | zone | capacity type | "
+             "pods | placed | match |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['node']} | {r['as']} | {r['nodepool']} | {r['instance-type']} | {r['zone']} | "
+              f"{r['capacity-type']} | {r['pods']} | {r['placed']} | {'yes' if r['match'] else 'NO'} |"
+              for r in rebuilt.rows]
+    if rebuilt.left_out:
+        lines += ["", "Not rebuilt (differences from the snapshot):", ""]
+        lines += [f"- {x}" for x in rebuilt.left_out]
+    return "\n".join(lines) + "\n"
+
+
+def load(folder: Path) -> tuple[dict, dict[str, list[dict]]]:
+    return snapshot.load(folder)
+
+
+def watch(seconds: float, what: str, progress=lambda: "") -> None:
+    """Karpenter's window: a span of fixed length the timeline records (an observation, not
+    a wait for a condition), with what is happening every 30 s."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        log.info("%s: %.0fs of %.0fs left%s", what, left, seconds, progress())
+        time.sleep(min(30.0, left))
+
+
+# ---- the whole replay, as check --snapshot runs it ---------------------------------------------
+def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster: bool = False) -> int:
+    """Rebuild, verify, let Karpenter act for the window, report (replay.md, replay.json);
+    exit 0 when the state was reproduced and the oracles found nothing, 1 otherwise. The
+    cluster goes down (or is kept) whatever happens."""
+    import json
+
+    from karpenter_e2e.fixtures import decisions, oracles
+    from karpenter_e2e.fixtures.isolation import new_run_id
+    from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline
+
+    about, objects = load(folder)
+    out_dir = reports_dir / "runs" / f"replay-{new_run_id()}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    info = backend.up()
+    try:
+        kube = Kube(info.kubeconfig)
+        if kube.list(NODEPOOL):
+            raise RuntimeError(f"cluster {info.name!r} already has NodePools: a replay needs a "
+                               "cluster of its own")
+        nodeclass = (info.nodeclass_group, info.nodeclass_version, info.nodeclass_kind)
+        r = Replayer(kube, objects, nodeclass)
+        log.info("replay %s: %s", folder, about.get("counts"))
+        rebuilt = r.pools_and_nodes()
+        r.workloads(rebuilt)
+        eventually(lambda: _placed(r, rebuilt), what="the replayed pods bound where they ran",
+                   timeout=60)
+        rebuilt = r.verify(Rebuilt(rebuilt.nodes, [], 0, 0, rebuilt.left_out))
+        rebuilt.pods_total = sum(1 for p in objects.get("Pod", []) if not any(
+            o["kind"] in ("DaemonSet", "Node") for o in p["metadata"].get("ownerReferences") or []))
+        report = [f"# Replay of `{folder}` (taken {about.get('taken')}, Karpenter "
+                  f"{(about.get('karpenter') or {}).get('version')}) on Karpenter "
+                  f"{info.versions.get('karpenter')}", "", table(rebuilt)]
+        result: dict = {"snapshot": str(folder), "about": about, "exact": rebuilt.exact,
+                        "rows": rebuilt.rows, "left_out": rebuilt.left_out,
+                        "karpenter": info.versions.get("karpenter")}
+        if rebuilt.exact:
+            timeline = Timeline(f"replay {folder.name}", str(folder), "")
+            timeline.record(kube, "", namespace=lambda: ALL_NAMESPACES)
+            offset = info.karpenter_log.stat().st_size if info.karpenter_log and \
+                info.karpenter_log.exists() else 0
+            before = _cost(r)
+            r.release()
+            watch(window_s, f"Karpenter acting on the replayed state ({window_s:.0f}s window)")
+            timeline.stop()
+            assert timeline.recording is not None  # record() made it
+            text = info.karpenter_log.read_text(errors="replace")[offset:] if info.karpenter_log \
+                else ""
+            rec = oracles.gather(kube, timeline.recording, "", text,
+                                 info.versions.get("karpenter", ""), [ALL_NAMESPACES],
+                                 pools_selector="")
+            verdict = oracles.judge(rec)
+            d = decisions.record(rec, verdict)
+            result.update(decisions=d.to_dict(), oracles=verdict.to_dict(),
+                          cost_before=before, cost_after=_cost(r),
+                          blocked=_blocked(rec))
+            report += [_acted(result, window_s), "## Oracles", "", "```", verdict.summary(), "```"]
+        (out_dir / "replay.md").write_text("\n".join(report) + "\n")
+        (out_dir / "replay.json").write_text(json.dumps(result, indent=1, default=str))
+        print("\n".join(report))
+        print(f"files: {out_dir / 'replay.md'}, {out_dir / 'replay.json'}")
+        return 0 if rebuilt.exact and not (result.get("oracles") or {}).get("findings") else 1
+    finally:
+        if not keep_cluster:
+            backend.down()
+
+
+def _placed(r: Replayer, rebuilt: Rebuilt) -> Observation:
+    got = r.verify(Rebuilt(rebuilt.nodes, [], 0, 0, []))
+    total = sum(row["pods"] for row in got.rows)
+    placed = sum(row["placed"] for row in got.rows)
+    return Observation(placed == total, f"{placed} of {total} pods bound where they ran")
+
+
+def _cost(r: Replayer) -> float:
+    from karpenter_e2e.clusters.labels import PRICE
+    return round(sum(float((n["metadata"].get("labels") or {}).get(PRICE) or 0.0)
+                     for n in r.listed("v1", "Node")), 4)
+
+
+def _blocked(rec) -> dict[str, list[str]]:
+    """Every reason Karpenter gave for leaving a node alone (DisruptionBlocked), per node."""
+    out: dict[str, list[str]] = {}
+    for (kind, name), evs in rec.events.items():
+        for ev in evs:
+            if ev["reason"] == "DisruptionBlocked" and ev["message"] not in out.get(name, []):
+                out.setdefault(f"{kind} {name}", []).append(ev["message"])
+    return out
+
+
+def _acted(result: dict, window_s: float) -> str:
+    d = result["decisions"]
+    lines = [f"## What Karpenter did in {window_s:.0f}s", "",
+             f"Cost per hour: ${result['cost_before']:.4f} before, ${result['cost_after']:.4f} "
+             f"after. NodeClaims launched: {d['nodeclaims']}"
+             + (f" ({', '.join(f'{n} {t}' for t, n in d['instance_types'].items())})"
+                if d["instance_types"] else "") + ".", ""]
+    if d["disruptions"]:
+        lines += ["Disrupted, by reason:", ""] + [f"- {why}: {n}" for why, n in d["disruptions"].items()]
+    else:
+        lines.append("Nothing disrupted.")
+    if result["blocked"]:
+        lines += ["", "Left alone, and why (Karpenter's DisruptionBlocked events):", ""]
+        lines += [f"- {obj}: {'; '.join(msgs)}" for obj, msgs in sorted(result["blocked"].items())]
+    return "\n".join(lines) + "\n"

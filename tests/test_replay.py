@@ -1,0 +1,87 @@
+"""The replay's bodies, from a snapshot's objects: NodeClaims pinned to where their nodes ran,
+pods bound by nodeName with pause images, owners that adopt rather than roll, the
+verification table."""
+
+from karpenter_e2e.checks import replay
+
+NODECLASS = ("karpenter.kwok.sh", "v1alpha1", "KWOKNodeClass")
+NODE = {"metadata": {"name": "ip-10-0-0-1", "labels": {
+    "node.kubernetes.io/instance-type": "m5.large", "topology.kubernetes.io/zone": "us-west-2b",
+    "karpenter.sh/capacity-type": "spot", "karpenter.sh/nodepool": "default"}}}
+CLAIM = {"metadata": {"name": "default-abcde", "labels": {"karpenter.sh/nodepool": "default",
+                                                          "team": "a"},
+                      "annotations": {"karpenter.sh/nodepool-hash": "old",
+                                      "karpenter.sh/nodepool-hash-version": "v1",
+                                      "karpenter.sh/do-not-disrupt": "true"}},
+         "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                   "name": "default"},
+                  "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                    "values": ["m5.large", "c5.large"]},
+                                   {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+                  "startupTaints": [{"key": "agent", "effect": "NoSchedule"}],
+                  "resources": {"requests": {"cpu": "1"}}},
+         "status": {"nodeName": "ip-10-0-0-1"}}
+
+
+def test_a_nodeclaim_is_pinned_to_its_nodes_type_zone_and_capacity_type_with_the_pools_hash():
+    body = replay._claim_body(CLAIM, NODE, {"karpenter.sh/nodepool-hash": "new"}, NODECLASS)
+    reqs = {r["key"]: r for r in body["spec"]["requirements"]}
+    assert reqs["node.kubernetes.io/instance-type"]["values"] == ["m5.large"]
+    assert reqs["topology.kubernetes.io/zone"]["values"] == ["us-west-2b"]
+    assert reqs["karpenter.sh/capacity-type"]["values"] == ["spot"]
+    assert reqs["kubernetes.io/arch"]["values"] == ["amd64"]  # the rest as it was
+    assert body["spec"]["nodeClassRef"] == {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass",
+                                            "name": "default"}
+    assert "startupTaints" not in body["spec"]
+    meta = body["metadata"]
+    assert meta["labels"][replay.ORIGIN] == "ip-10-0-0-1" and meta["labels"]["team"] == "a"
+    assert meta["annotations"] == {"karpenter.sh/do-not-disrupt": "true",
+                                   "karpenter.sh/nodepool-hash": "new"}  # the pool's, not the old
+
+
+def test_a_pool_is_held_while_the_state_is_rebuilt():
+    pool = {"metadata": {"name": "default"}, "spec": {
+        "template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
+                                               "name": "default"}}},
+        "disruption": {"budgets": [{"nodes": "20%"}]}}}
+    body = replay._pool_body(pool, NODECLASS)
+    assert body["spec"]["disruption"]["budgets"] == replay.HELD
+    assert pool["spec"]["disruption"]["budgets"] == [{"nodes": "20%"}]  # the snapshot untouched
+
+
+def test_a_pod_is_bound_where_it_ran_with_a_pause_image_and_no_owner_or_volumes():
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "web-1", "namespace": "shop", "uid": "u", "labels": {"app": "web"},
+                        "ownerReferences": [{"kind": "ReplicaSet", "name": "web-7d9f"}]},
+           "spec": {"nodeName": "ip-10-0-0-1", "containers": [{"name": "app", "resources": {}}],
+                    "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]},
+           "status": {"phase": "Running"}}
+    body = replay._pod_body(pod, "kwok-default-r-abcde-x")
+    assert body["spec"]["nodeName"] == "kwok-default-r-abcde-x"
+    assert body["spec"]["containers"][0]["image"] == replay.PAUSE
+    assert "volumes" not in body["spec"] and "status" not in body
+    assert "ownerReferences" not in body["metadata"] and "uid" not in body["metadata"]
+    assert "nodeName" not in replay._pod_body(pod, None)["spec"]  # its node was not rebuilt
+
+
+def test_a_statefulset_adopts_its_pods_and_never_rolls_them():
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "a"},
+           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "db"}},
+                    "volumeClaimTemplates": [{"metadata": {"name": "data"}}],
+                    "template": {"spec": {"containers": [{"name": "db"}]}}}}
+    body = replay._owner_body(sts)
+    assert body["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    assert "volumeClaimTemplates" not in body["spec"] and body["spec"]["serviceName"] == "db"
+    assert body["spec"]["template"]["spec"]["containers"][0]["image"] == replay.PAUSE
+
+
+def test_the_table_says_whether_the_state_was_reproduced():
+    rows = [{"node": "a", "as": "x", "nodepool": "p", "instance-type": "m5.large", "zone": "z",
+             "capacity-type": "spot", "pods": 2, "placed": 2, "match": True}]
+    ok = replay.Rebuilt({"a": "x"}, rows, 2, 2, [])
+    assert ok.exact and "**reproduced exactly**" in replay.table(ok)
+    bad = replay.Rebuilt({"a": "x"}, [{**rows[0], "placed": 1, "match": False}], 1, 2,
+                         ["Deployment web: not rebuilt"])
+    text = replay.table(bad)
+    assert not bad.exact and "**not reproduced**" in text and "| NO |" in text
+    assert "- Deployment web: not rebuilt" in text
