@@ -62,6 +62,9 @@ def parser() -> argparse.ArgumentParser:
                    help="instead of a folder: a snapshot of a live cluster (python -m "
                         "karpenter_e2e.checks.snapshot), rebuilt on a fresh cluster, verified, "
                         "then left to Karpenter for --window (docs/replay.md)")
+    p.add_argument("--snapshot-out", type=Path, default=None, metavar="DIR",
+                   help="write a snapshot of the cluster once the folder settled (what "
+                        "--snapshot replays)")
     p.add_argument("--window", default="10m", metavar="DURATION",
                    help="with --snapshot: how long Karpenter acts on the replayed state (10m)")
     p.add_argument("--expect", type=Path, default=None,
@@ -230,7 +233,7 @@ def _replay(args) -> int:
     from karpenter_e2e.checks import replay
     from karpenter_e2e.clusters.karpenter_clock import go_duration
     if args.folder is not None or args.snapshot is None:
-        return _bad_input(args, "give a folder of manifests, or --snapshot DIR, not both")
+        return _bad_input(args, "give one of: a folder of manifests, or --snapshot DIR")
     if not (args.snapshot / "snapshot.yaml").is_file():
         return _bad_input(args, f"--snapshot {args.snapshot}: no snapshot.yaml there")
     try:
@@ -261,7 +264,8 @@ def _side(args, base: Base | None, base_plan: Plan | None, base_note: str, the_p
         pair = run_pair(base_plan, the_plan, backend, args.reports_dir,
                         keep_cluster=args.keep_cluster, base_note=base_note)
         return pair, pair.head
-    return None, Check(the_plan, backend, args.reports_dir, keep_cluster=args.keep_cluster).run()
+    return None, Check(the_plan, backend, args.reports_dir, keep_cluster=args.keep_cluster,
+                       snapshot_out=args.snapshot_out).run()
 
 
 def _compared_backend(opts: argparse.Namespace, backend, version: str):

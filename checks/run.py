@@ -101,8 +101,9 @@ class Check:
     (the second check of --base runs on the cluster the first one emptied)."""
 
     def __init__(self, plan_: Plan, backend, reports_dir: Path, keep_cluster: bool = False,
-                 reuse: bool | None = None):
+                 reuse: bool | None = None, snapshot_out: Path | None = None):
         self.plan, self.backend, self.keep = plan_, backend, keep_cluster
+        self.snapshot_out = snapshot_out  # the settled state, as checks.snapshot writes it
         self.reuse = keep_cluster if reuse is None else reuse
         self.run_id = f"check-{new_run_id()}"
         self.out_dir = reports_dir / "runs" / self.run_id
@@ -223,6 +224,13 @@ class Check:
             settled, settle_error = False, str(exc).splitlines()[0]
         t = self._timed("settle_s", t)
         out_snap = snapshot(mapped)
+        if self.snapshot_out is not None:  # what a replay rebuilds (docs/replay.md)
+            from karpenter_e2e.checks import snapshot as snapshots
+            snapshots.write(snapshots.take(self.kube), {
+                "taken": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "karpenter": {"version": info.versions.get("karpenter", "unknown"),
+                              "settings": dict(self.plan.expect.karpenter)},
+                "source": f"check {self.plan.bundle.folder}, settled"}, self.snapshot_out)
         _phase_history(out_snap, timeline, t_apply)
         results = [dict(r.to_dict(), phase="scale-out")
                    for r in (e.evaluate(out_snap) for e in self.plan.expect.expect)]

@@ -85,3 +85,15 @@ def test_the_table_says_whether_the_state_was_reproduced():
     text = replay.table(bad)
     assert not bad.exact and "**not reproduced**" in text and "| NO |" in text
     assert "- Deployment web: not rebuilt" in text
+
+
+def test_check_refuses_a_replay_it_cannot_start(tmp_path, capsys):
+    from karpenter_e2e.checks import cli
+    assert cli.main(["--snapshot", str(tmp_path)]) == cli.EXIT_BAD_INPUT
+    assert "no snapshot.yaml there" in capsys.readouterr().err
+    assert cli.main([]) == cli.EXIT_BAD_INPUT  # neither a folder nor a snapshot
+    (tmp_path / "snapshot.yaml").write_text("format: 1\ncounts: {}\n")
+    assert cli.main([str(tmp_path), "--snapshot", str(tmp_path)]) == cli.EXIT_BAD_INPUT
+    assert "give one of: a folder of manifests, or --snapshot DIR" in capsys.readouterr().err
+    assert cli.main(["--snapshot", str(tmp_path), "--window", "soon"]) == cli.EXIT_BAD_INPUT
+    assert "not a Go duration" in capsys.readouterr().err
