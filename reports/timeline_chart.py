@@ -83,6 +83,7 @@ def render(snap: dict, path: Path, dpi: int = 80, inspect: dict | None = None) -
     if reasons:
         _events(axes[3], events, reasons, end)
     _mark_labels(axes[0], snap, end)
+    _step_labels(axes[1], snap, end)  # the top lane holds the marks' labels
     axes[-1].set_xlim(0, end)
     axes[-1].set_xlabel("seconds since the test started")
     _phase_labels(axes[-1], snap, end)
@@ -144,6 +145,20 @@ def _mark_labels(ax, snap: dict, end: float) -> None:
                     xytext=(2 + 10 * step, -2), textcoords="offset points", rotation=90, va="top",
                     fontsize=7, color="#333333", clip_on=True, zorder=5,
                     bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+
+
+def _step_labels(ax, snap: dict, end: float) -> None:
+    """Where each step of the scenario began: a tick and its title, small, under the lanes'
+    top edge; titles close together take turns in height."""
+    last, row = None, 0
+    for s in sorted(snap.get("steps") or [], key=lambda m: m["t"]):
+        row = (row + 1) % 3 if last is not None and s["t"] - last < end * 0.15 else 0
+        last = s["t"]
+        ax.axvline(s["t"], ymin=0.9, ymax=1.0, color="#8888aa", lw=0.8, zorder=1)
+        title = s["label"] if len(s["label"]) <= 48 else s["label"][:47] + "…"
+        ax.annotate(title, (s["t"], 0.97 - 0.035 * row), xycoords=("data", "axes fraction"),
+                    xytext=(2, 0), textcoords="offset points", fontsize=6, color="#555577",
+                    va="top", clip_on=True, zorder=5)
 
 
 def _phase_labels(ax, snap: dict, end: float) -> None:

@@ -6,15 +6,21 @@ makes it only at a score of at least 1/k = 0.5 (pkg/controllers/disruption/balan
 import re
 import time
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_clock import NOMINATION_WINDOW_S
-from karpenter_e2e.clusters.labels import FAMILY, INSTANCE_TYPE
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import describe_claims, price
-from karpenter_e2e.fixtures.nodepools import NodePoolFactory, narrow, require
+from karpenter_e2e.fixtures.scenario import (
+    FAMILY,
+    INSTANCE_TYPE,
+    NOMINATION_WINDOW_S,
+    NodePoolFactory,
+    Observation,
+    describe_claims,
+    narrow,
+    price,
+    require,
+    step,
+    view,
+)
 
 pytestmark = [pytest.mark.disruption_loop, pytest.mark.karpenter_feature("balanced-consolidation")]
 
@@ -50,22 +56,22 @@ def test_balanced_replaces_a_node_whose_move_saves_more_than_it_disrupts(
     """A Balanced pool of one node: 10 pods -> 2 leaves it mostly idle; replacing it saves
     most of the pool's cost for all of its disruption, a score above 0.5: Karpenter says
     so (ConsolidationApproved, with the score) and replaces it."""
-    with allure.step("given a Balanced pool and inflate at 10 on one node"):
+    with step("given a Balanced pool and inflate at 10 on one node"):
         pool = nodepool_factory(pool_spec("Balanced"), name="balanced", spec={"limits": {"cpu": "0"}})
         inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
         expect.planned_together(inflate, 10, lambda: nodepool_factory.patch(
             pool, {"spec": {"limits": {"cpu": "200"}}}))
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
-        old_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        old_claims = {view.name(c) for c in expect.nodeclaims(pool)}
         assert len(old_claims) == 1, f"10 one-CPU pods on {len(old_claims)} NodeClaims, not one"
         cost_before = sum(price(n) for n in before.values())
 
-    with allure.step("scale inflate to 2"):
+    with step("scale inflate to 2"):
         inflate.scale(2)
         scaled = time.time()
         timeline.band(scaled, scaled + CONSOLIDATE_AFTER + 90, "the approved replacement")
 
-    with allure.step("expect Karpenter to approve the move with its score, and replace the node"):
+    with step("expect Karpenter to approve the move with its score, and replace the node"):
         ends = expect.watch_nodeclaims_end(pool, old_claims, timeout=CONSOLIDATE_AFTER + 90,
                                            what=f"the underused NodeClaim {sorted(old_claims)} to go")
         message = expect.eventually_karpenter_says(r"^score [\d.]+ >= threshold", about=old_claims,
@@ -87,7 +93,7 @@ def test_balanced_replaces_a_node_whose_move_saves_more_than_it_disrupts(
             f"Karpenter scored savings of {scored['savings']}%, the pool's price fell {saved:.1f}%"
         assert score == pytest.approx(saved / 100, abs=0.01), message
         claims = expect.nodeclaims(pool)
-        ready = [c for c in claims if c["metadata"]["name"] not in old_claims
+        ready = [c for c in claims if view.name(c) not in old_claims
                  and (view.condition(c, "Initialized") or {}).get("status") == "True"]
         assert ready, f"no replacement NodeClaim: {describe_claims(claims)}"
     timings.record(scale_in_to_replaced_s=round(max(e.gone_at for e in ends.values()) - scaled, 1),
@@ -106,7 +112,7 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
     keeps it: deleting it saves a fifth of the pool's cost for 7/9 of its disruption (the
     small node and its 6 pods), a score of 0.26."""
     pools, small, big = {}, {}, {}
-    with allure.step("given a WhenEmptyOrUnderutilized and a Balanced pool, each with 6 pods "
+    with step("given a WhenEmptyOrUnderutilized and a Balanced pool, each with 6 pods "
                      "on a small node, then one 20-CPU pod on a big node"):
         for policy in ("WhenEmptyOrUnderutilized", "Balanced"):
             pools[policy] = nodepool_factory(pool_spec(policy), name=policy.lower())
@@ -119,14 +125,14 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
         claims, small_claims = {}, {}
         for policy, pool in pools.items():
             expect.eventually_pods_running(big[policy], 1)
-            claims[policy] = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+            claims[policy] = {view.name(c) for c in expect.nodeclaims(pool)}
             assert len(claims[policy]) == 2, \
                 f"{policy}: {placement(expect, pool, small[policy], big[policy])}, not a small and a big node"
             (node,) = expect.pods_on(expect.eventually_pods_running(small[policy], 6)).values()
-            small_claims[policy] = expect.eventually_nodeclaim_of(pool, node)["metadata"]["name"]
+            small_claims[policy] = view.name(expect.eventually_nodeclaim_of(pool, node))
         settled = time.time()
 
-    with allure.step("once Karpenter has marked all four nodes Consolidatable and its "
+    with step("once Karpenter has marked all four nodes Consolidatable and its "
                      "nominations have run out, change the Balanced pool's limits"):
         expect.eventually(lambda: all_consolidatable(expect, pools.values()),
                           "every NodeClaim of both pools to be Consolidatable",
@@ -148,13 +154,13 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
         changed = time.time()
         timeline.band(changed, changed + 90, "the small nodes' fate")
 
-    with allure.step("expect WhenEmptyOrUnderutilized to delete its small node"):
+    with step("expect WhenEmptyOrUnderutilized to delete its small node"):
         ends = expect.watch_nodeclaims_end(
             pools["WhenEmptyOrUnderutilized"], {small_claims["WhenEmptyOrUnderutilized"]},
             timeout=60, what="the WhenEmptyOrUnderutilized pool's small node to go")
         removed = max(e.gone_at for e in ends.values())
 
-    with allure.step("expect Balanced to keep both its nodes, for 30s more"):
+    with step("expect Balanced to keep both its nodes, for 30s more"):
         balanced = pools["Balanced"]
         deleting = [c for c in expect.nodeclaims(balanced) if view.deleting(c)]
         assert not deleting, f"Balanced pool: {describe_claims(deleting)}"
@@ -165,7 +171,7 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
 
 def all_consolidatable(expect, pools) -> Observation:
     claims = [c for pool in pools for c in expect.nodeclaims(pool)]
-    waiting = [c["metadata"]["name"] for c in claims
+    waiting = [view.name(c) for c in claims
                if (view.condition(c, "Consolidatable") or {}).get("status") != "True"]
     return Observation(len(claims) == 4 and not waiting,
                        f"not yet Consolidatable: {waiting}; of {describe_claims(claims)}")

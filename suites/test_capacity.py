@@ -4,14 +4,21 @@ spot-only batch jobs, static NodePools (replicas) and NodeOverlays."""
 import time
 from collections import Counter
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
-from karpenter_e2e.fixtures.nodepools import narrow, require, static
+from karpenter_e2e.fixtures.scenario import (
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    NODEPOOL,
+    Observation,
+    claim_requirement,
+    describe_claims,
+    narrow,
+    require,
+    static,
+    step,
+    view,
+)
 
 SPREAD = [{"maxSkew": 1, "topologyKey": "capacity-spread", "whenUnsatisfiable": "DoNotSchedule",
            "labelSelector": {"matchLabels": {"app": "inflate"}}}]
@@ -29,19 +36,19 @@ def split(expect, pods) -> Counter:
 def test_on_demand_to_spot_split_is_one_to_four(nodepool_factory, inflate_factory, expect,
                                                 timings):
     """Pools on-demand (capacity-spread 1) and spot (2-5), spread maxSkew 1: 1:4, then 2:8."""
-    with allure.step("given the workshop on-demand and spot pools sharing one NodeClass"):
+    with step("given the workshop on-demand and spot pools sharing one NodeClass"):
         nodeclass = nodepool_factory.nodeclass("default")
         on_demand = nodepool_factory("on-demand", nodeclass=nodeclass)
         nodepool_factory("spot", nodeclass=nodeclass)
         inflate = inflate_factory(replicas=0, node_selector=on_demand.template_labels,
                                   extra_pod_spec={"topologySpreadConstraints": SPREAD})
 
-    with allure.step("scale inflate to 5: expect 1 pod on on-demand, 4 on spot"):
+    with step("scale inflate to 5: expect 1 pod on on-demand, 4 on spot"):
         inflate.scale(5)
         five = split(expect, expect.eventually_pods_running(inflate, 5))
         assert five == Counter({"on-demand": 1, "spot": 4}), f"5 replicas split {dict(five)}"
 
-    with allure.step("scale inflate to 10: expect 2 on on-demand, 8 on spot"):
+    with step("scale inflate to 10: expect 2 on on-demand, 8 on spot"):
         inflate.scale(10)
         ten = split(expect, expect.eventually_pods_running(inflate, 10))
         assert ten == Counter({"on-demand": 2, "spot": 8}), f"10 replicas split {dict(ten)}"
@@ -53,14 +60,14 @@ def test_on_demand_to_spot_split_is_one_to_four(nodepool_factory, inflate_factor
 def test_spot_only_training_job_completes_on_spot(nodepool_factory, inflate_factory, expect,
                                                   timings):
     """A spot-only pool and a 4-pod batch Job: every node is spot and the Job completes."""
-    with allure.step("given a spot-only pool with broad instance choice"):
+    with step("given a spot-only pool with broad instance choice"):
         pool = nodepool_factory("spot-training")
 
-    with allure.step("run a training Job of 4 parallel pods"):
+    with step("run a training Job of 4 parallel pods"):
         job = inflate_factory.job("training", 4, node_selector=pool.template_labels, cpu="2",
                                   memory="4Gi")
 
-    with allure.step("expect the Job to complete, with every pod on a spot node"):
+    with step("expect the Job to complete, with every pod on a spot node"):
         nodes = list(expect.watch_job_placement(job, 4).values())
         expect.eventually_job_complete(job, 4)
         capacity = Counter(n.metadata.labels[CAPACITY_TYPE] for n in nodes)
@@ -82,7 +89,7 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
                                                               timeline):
     """A static pool (spec.replicas) with limits.nodes 3 and no pods: 2 replicas give 2
     launched NodeClaims with nodes; 5 give 3, never a 4th; 1 gives 1."""
-    with allure.step("given a static pool: replicas 2, limits nodes 3, no workload"):
+    with step("given a static pool: replicas 2, limits nodes 3, no workload"):
         pool = nodepool_factory(static(nodepool_factory.spec("default"), replicas=2,
                                        node_limit=3))
 
@@ -92,7 +99,7 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
             not view.deleting(c) and view.status(c).get("nodeName")
             and (view.condition(c, "Launched") or {}).get("status") == "True" for c in claims)
 
-    with allure.step("expect 2 NodeClaims launched, with no pod asking for them"):
+    with step("expect 2 NodeClaims launched, with no pod asking for them"):
         expect.eventually_nodeclaims(pool, launched(2), "2 launched NodeClaims for replicas 2")
         nodes = expect.nodes(pool)
         assert len(nodes) == 2, f"{len(nodes)} nodes for 2 launched NodeClaims"
@@ -101,7 +108,7 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
     with expect.throughout(expect.nodeclaims_at_most(pool, 3),
                            f"NodePool {pool.name} to hold at most 3 NodeClaims (limits.nodes) "
                            "from replicas 5 on"):
-        with allure.step("raise replicas to 5: expect 3 launched NodeClaims (the limit), held"):
+        with step("raise replicas to 5: expect 3 launched NodeClaims (the limit), held"):
             nodepool_factory.patch(pool, {"spec": {"replicas": 5}})
             timeline.mark(time.time(), "replicas 5")
             expect.eventually_nodeclaims(pool, launched(3), "3 launched NodeClaims: replicas 5 "
@@ -112,7 +119,7 @@ def test_static_pool_node_count_follows_replicas_within_limit(nodepool_factory, 
             expect.consistently(expect.nodeclaims_at_most(pool, 3),
                                 "the pool to stay at 3 NodeClaims", LIMIT_HOLD_S)
 
-    with allure.step("lower replicas to 1: expect 1 NodeClaim left"):
+    with step("lower replicas to 1: expect 1 NodeClaim left"):
         nodepool_factory.patch(pool, {"spec": {"replicas": 1}})
         timeline.mark(time.time(), "replicas 1")
         expect.eventually_nodeclaims(pool, launched(1), "1 launched NodeClaim for replicas 1")
@@ -129,7 +136,7 @@ OVERLAY_TYPE = "r5.xlarge"  # neither the cheapest fit nor otherwise special in 
 def test_capacity_overlay_decides_the_instance_type(nodepool_factory, inflate_factory, expect):
     """A NodeOverlay gives one type of the pool an extended resource; a pod asking for it gets
     a NodeClaim of that type alone (Karpenter's pick, in the NodeClaim's requirements)."""
-    with allure.step(f"given the default pool and an overlay adding {OVERLAY_RESOURCE} to "
+    with step(f"given the default pool and an overlay adding {OVERLAY_RESOURCE} to "
                      f"{OVERLAY_TYPE} in it"):
         pool = nodepool_factory("default")
         nodepool_factory.overlay("dongle", {
@@ -139,11 +146,11 @@ def test_capacity_overlay_decides_the_instance_type(nodepool_factory, inflate_fa
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
                                   extended={OVERLAY_RESOURCE: "1"})
 
-    with allure.step("scale inflate to 1"):
+    with step("scale inflate to 1"):
         inflate.scale(1)
         pods = expect.eventually_pods_running(inflate, 1)
 
-    with allure.step(f"expect Karpenter to have picked {OVERLAY_TYPE} alone"):
+    with step(f"expect Karpenter to have picked {OVERLAY_TYPE} alone"):
         nodes = expect.node_of_each_pod(pods)
         claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         picked = {name: claim_requirement(c, INSTANCE_TYPE).get("values")
@@ -172,7 +179,7 @@ def test_price_overlay_changes_karpenters_pick(nodepool_factory, inflate_factory
     """A pool of c5.large and m5.large, with an overlay pricing m5.large at $0.001: Karpenter
     replaces the c5.large its provider launched (the cheaper by the catalogue) with an
     m5.large, a NodeClaim of that type alone, because the overlay made it the cheaper one."""
-    with allure.step(f"given a pool of {PRICE_TYPES} (consolidateAfter 0s) and an overlay "
+    with step(f"given a pool of {PRICE_TYPES} (consolidateAfter 0s) and an overlay "
                      f"pricing {CHEAPENED} at 0.001"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(INSTANCE_TYPE, "In", *PRICE_TYPES))
@@ -184,12 +191,12 @@ def test_price_overlay_changes_karpenters_pick(nodepool_factory, inflate_factory
             "price": "0.001"})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
-    with allure.step("scale inflate to 1"):
+    with step("scale inflate to 1"):
         inflate.scale(1)
         first = expect.node_of_each_pod(expect.eventually_pods_running(inflate, 1))[0]
         scaled = time.time()
 
-    with allure.step(f"expect the pod to end on a {CHEAPENED} Karpenter picked alone"):
+    with step(f"expect the pod to end on a {CHEAPENED} Karpenter picked alone"):
         timeline.band(scaled, scaled + OVERLAY_PRICE_BOUND_S,
                       f"replaced by {CHEAPENED} within {OVERLAY_PRICE_BOUND_S}s")
 
@@ -224,7 +231,7 @@ def test_capacity_buffer_gets_a_nodeclaim_per_chunk(nodepool_factory, inflate_fa
     to its own chunks (the CapacityBuffer gate on): Karpenter provisions as if 3 such pods
     were pending, one NodeClaim per chunk, each requesting one chunk's CPU, and no more for
     20 s; the buffer says it is ready for provisioning. No pod exists."""
-    with allure.step(f"given the default pool (limits cpu 100) and a CapacityBuffer of "
+    with step(f"given the default pool (limits cpu 100) and a CapacityBuffer of "
                      f"{BUFFER_CHUNKS} 1-CPU chunks, one per node"):
         # The workshop pool's 10 CPU would bind: Karpenter counts each planned NodeClaim at
         # its largest instance-type option (up to 8 vCPU) against the limit.
@@ -236,14 +243,14 @@ def test_capacity_buffer_gets_a_nodeclaim_per_chunk(nodepool_factory, inflate_fa
                                                  node_selector=pool.template_labels,
                                                  extra_pod_spec=apart)
 
-    with allure.step(f"expect {BUFFER_CHUNKS} NodeClaims, one chunk each"):
+    with step(f"expect {BUFFER_CHUNKS} NodeClaims, one chunk each"):
         claims = expect.eventually_nodeclaims(pool, lambda cs: len(cs) >= BUFFER_CHUNKS,
                                               f"{BUFFER_CHUNKS} NodeClaims for the buffer's chunks")
-        cpu = {c["metadata"]["name"]: c["spec"]["resources"]["requests"].get("cpu") for c in claims}
+        cpu = {view.name(c): c["spec"]["resources"]["requests"].get("cpu") for c in claims}
         assert len(claims) == BUFFER_CHUNKS and set(cpu.values()) == {"1"}, \
             f"NodeClaims' CPU requests {cpu}: expected {BUFFER_CHUNKS} of one chunk (1) each"
 
-    with allure.step(f"expect no further NodeClaim for {BUFFER_HOLD_S}s, and the buffer ready"):
+    with step(f"expect no further NodeClaim for {BUFFER_HOLD_S}s, and the buffer ready"):
         def still_three() -> Observation:
             now = expect.nodeclaims(pool)
             return Observation(len(now) == BUFFER_CHUNKS, describe_claims(now))
@@ -255,4 +262,4 @@ def test_capacity_buffer_gets_a_nodeclaim_per_chunk(nodepool_factory, inflate_fa
         assert ready.get("status") == "True" and status.get("replicas") == BUFFER_CHUNKS, \
             f"CapacityBuffer {buffer} status: {status}"
     timings.notes["instance_types"] = ", ".join(sorted(
-        c["metadata"].get("labels", {}).get(INSTANCE_TYPE, "?") for c in expect.nodeclaims(pool)))
+        view.labels(c).get(INSTANCE_TYPE, "?") for c in expect.nodeclaims(pool)))

@@ -8,15 +8,19 @@ import itertools
 import math
 import time
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_clock import POLLING_PERIOD_S, VALIDATION_DELAY_S
-from karpenter_e2e.clusters.labels import CAPACITY_TYPE
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.adversary import NodeTainter
-from karpenter_e2e.fixtures.nodepools import narrow, require
+from karpenter_e2e.fixtures.scenario import (
+    CAPACITY_TYPE,
+    POLLING_PERIOD_S,
+    VALIDATION_DELAY_S,
+    NodeTainter,
+    Observation,
+    narrow,
+    require,
+    step,
+    view,
+)
 
 pytestmark = [pytest.mark.nightly, pytest.mark.disruption_loop]
 
@@ -70,7 +74,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
     Karpenter launches node after node for the evicted pod, one launch in flight at a time,
     takes back the nodes left empty as it goes, and the pool stays under upstream's 35 nodes."""
     take_back_gap = after_s + TAKE_BACK_GAP_S
-    with allure.step(f"given a {capacity} {policy} pool (consolidateAfter {after_s}s) and an "
+    with step(f"given a {capacity} {policy} pool (consolidateAfter {after_s}s) and an "
                      f"adversary tainting each of its nodes NoExecute"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(CAPACITY_TYPE, "In", capacity), replacing=(CAPACITY_TYPE,))
@@ -88,7 +92,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
             nodes = {n.metadata.name: n for n in expect.nodes(pool)}
             claims = expect.nodeclaims(pool)
             in_flight = sorted(
-                c["metadata"]["name"] for c in claims if not view.deleting(c)
+                view.name(c) for c in claims if not view.deleting(c)
                 and not adversary.bitten(nodes.get(view.status(c).get("nodeName", ""))))
             for name in list(adversary.tainted):
                 node = nodes.get(name)
@@ -101,7 +105,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
                 if left else 0.0
             seen["nodes"] = max(seen["nodes"], len(nodes))
             seen["in_flight"] = max(seen["in_flight"], len(in_flight))
-            seen["claims"] |= {c["metadata"]["name"] for c in claims}
+            seen["claims"] |= {view.name(c) for c in claims}
             seen["gap"] = max(seen["gap"], waited)
             seen["bound"] = bound = node_bound(sorted(adversary.tainted.values()))
             return Observation(len(nodes) < bound and len(in_flight) <= MAX_IN_FLIGHT
@@ -113,7 +117,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
                                f"{waited:.0f}s ({len(taken)} taken back so far)")
 
     with NodeTainter(expect.kube, pool.node_selector) as adversary:
-        with allure.step(f"create inflate with 1 pod; expect fewer than {MAX_NODES} nodes and at "
+        with step(f"create inflate with 1 pod; expect fewer than {MAX_NODES} nodes and at "
                          f"most {MAX_IN_FLIGHT} NodeClaims in flight throughout {CHAOS_S}s"):
             inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
             started = time.time()
@@ -126,7 +130,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
                                          f"flight, and an empty tainted node taken back at "
                                          f"least every {take_back_gap}s", CHAOS_S)
 
-    with allure.step("adversary stopped: expect the pod Running and no launch left in flight"):
+    with step("adversary stopped: expect the pod Running and no launch left in flight"):
         # Also keeps teardown from deleting the pool under a launch not yet registered, whose
         # node the KWOK provider then leaves behind (seen once, as a leaked node).
         expect.eventually_pods_running(inflate, 1)
@@ -134,7 +138,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
             (view.condition(c, "Initialized") or {}).get("status") == "True" for c in claims),
             f"every NodeClaim of {pool.name} Initialized")
 
-    with allure.step("expect the adversary to have bitten again and again"):
+    with step("expect the adversary to have bitten again and again"):
         assert len(adversary.tainted) >= 3, \
             f"the adversary tainted only {sorted(adversary.tainted)} in {CHAOS_S}s: Karpenter " \
             f"did not launch again for the pod, so the bounds prove nothing"

@@ -2,20 +2,24 @@
 
 import time
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_clock import (
+from karpenter_e2e.fixtures.scenario import (
+    CAPACITY_TYPE,
     DISRUPTION_TOLERANCE_S as TOLERANCE,
+    INSTANCE_TYPE,
+    NODEPOOL,
     NOMINATION_WINDOW_S,
     POD_EVENT_DEDUPE_S as DEDUPE,
+    Observation,
+    describe_claims,
+    narrow,
+    price,
+    require,
+    step,
+    timestamp,
+    view,
 )
-from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import describe_claims, price
-from karpenter_e2e.fixtures.nodepools import narrow, require
-from karpenter_e2e.fixtures.timings import timestamp
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
 # the whole cluster: one of them at a time per Karpenter (the runner's lanes; README).
@@ -33,7 +37,7 @@ def last_pod_event(claims) -> float:
 def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate_factory, expect,
                                                        timings, timeline):
     """WhenEmpty, consolidateAfter 30s; scale to 0: the node stays ~30s, then goes in time."""
-    with allure.step("given a WhenEmpty pool (consolidateAfter 30s) and inflate at 3"):
+    with step("given a WhenEmpty pool (consolidateAfter 30s) and inflate at 3"):
         pool = nodepool_factory("default", spec={"disruption": {
             "consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{CONSOLIDATE_AFTER}s"}})
         inflate = inflate_factory(replicas=3, node_selector=pool.template_labels)
@@ -45,11 +49,11 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
             pool, lambda cs: bool(cs) and time.time() - last_pod_event(cs) > DEDUPE,
             f"{DEDUPE}s to pass since the nodes' last pod event"))
 
-    with allure.step("scale inflate to 0"):
+    with step("scale inflate to 0"):
         inflate.scale(0)
         expect.eventually_pods_running(inflate, 0)
 
-    with allure.step("expect the empty nodes to be gone within consolidateAfter + tolerance"):
+    with step("expect the empty nodes to be gone within consolidateAfter + tolerance"):
         # Karpenter's own record of when the nodes emptied starts its consolidateAfter clock.
         claims = expect.eventually_nodeclaims(
             pool, lambda cs: last_pod_event(cs) > bound, "the NodeClaims to record the emptying")
@@ -59,12 +63,12 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
         timeline.band(emptied + CONSOLIDATE_AFTER - 1, deadline, f"consolidateAfter "
                       f"{CONSOLIDATE_AFTER}s … +{TOLERANCE}s: Consolidatable, deleted, gone")
         ends = expect.watch_nodeclaims_end(
-            pool, {c["metadata"]["name"] for c in claims}, timeout=max(deadline - time.time(), 1),
+            pool, {view.name(c) for c in claims}, timeout=max(deadline - time.time(), 1),
             what=f"empty NodeClaims of nodes {sorted(nodes)} to be consolidated")
         gone_at = expect.watch_nodes_gone(nodes, timeout=max(deadline - time.time(), 1),
                                           what=f"empty nodes {sorted(nodes)} to be removed")
 
-    with allure.step("expect Karpenter to have decided only once consolidateAfter had passed"):
+    with step("expect Karpenter to have decided only once consolidateAfter had passed"):
         # Its decision points, not the deletion that follows them: the Consolidatable condition
         # (set when consolidateAfter has passed since the last pod event) and the NodeClaim's
         # deletionTimestamp. Both timestamps have 1s resolution: allow that much.
@@ -92,24 +96,24 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
 def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, inflate_factory,
                                                           expect, timings, timeline):
     """WhenEmptyOrUnderutilized; scale 10 -> 2: a cheaper replacement, pods keep running."""
-    with allure.step("given the default pool (limit raised to 100 CPU) and inflate at 10"):
+    with step("given the default pool (limit raised to 100 CPU) and inflate at 10"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "0"}})
         inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
         expect.planned_together(inflate, 10, lambda: nodepool_factory.patch(
             pool, {"spec": {"limits": {"cpu": "100"}}}))
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
         cost_before = sum(price(n) for n in before.values())
-        old_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        old_claims = {view.name(c) for c in expect.nodeclaims(pool)}
         # Karpenter packs a batch of pending pods onto as few nodes as fit them.
         assert len(old_claims) == 1, f"10 one-CPU pods on {len(old_claims)} NodeClaims, not one"
 
-    with allure.step("scale inflate to 2"):
+    with step("scale inflate to 2"):
         inflate.scale(2)
         scaled = time.time()
         timeline.band(scaled, scaled + CONSOLIDATE_AFTER + 90, "underused NodeClaims replaced "
                       "(consolidateAfter + 90s)")
 
-    with allure.step("expect Karpenter to replace the underused nodes with cheaper ones"):
+    with step("expect Karpenter to replace the underused nodes with cheaper ones"):
         # consolidateAfter, a disruption poll, the 15s validation, a replacement launched and
         # initialized, the old node drained: measured 53-56s in all.
         ends = expect.watch_nodeclaims_end(pool, old_claims, timeout=CONSOLIDATE_AFTER + 90,
@@ -125,7 +129,7 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
         # 10 one-CPU pods fit on one node, which no deletion alone can empty while 2 pods
         # remain: Karpenter must launch a cheaper replacement, ready before the old one went.
         ready = sorted(timestamp(view.condition(c, "Initialized")["lastTransitionTime"]) for c in claims
-                       if c["metadata"]["name"] not in old_claims
+                       if view.name(c) not in old_claims
                        and (view.condition(c, "Initialized") or {}).get("status") == "True")
         first_deleted = min(e.deleting_at for e in ends.values() if e.deleting_at)
         assert ready, f"no replacement NodeClaim: {describe_claims(claims)}"
@@ -142,7 +146,7 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
 def spot_node_left_underused(nodepool_factory, inflate_factory, expect):
     """The default pool on spot alone (limit raised to 100 CPU), inflate at 10 on one spot
     NodeClaim, then scaled to 2: the node is underused, and only a spot node may replace it."""
-    with allure.step("given the default pool on spot only (limit 100 CPU) and inflate at 10"):
+    with step("given the default pool on spot only (limit 100 CPU) and inflate at 10"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(CAPACITY_TYPE, "In", "spot"), replacing=(CAPACITY_TYPE,))
         pool = nodepool_factory(spec, spec={"limits": {"cpu": "0"}})
@@ -152,7 +156,7 @@ def spot_node_left_underused(nodepool_factory, inflate_factory, expect):
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
         old = {view.name(c) for c in expect.nodeclaims(pool)}
         assert len(old) == 1, f"10 one-CPU pods on {len(old)} NodeClaims, not one"
-    with allure.step("scale inflate to 2"):
+    with step("scale inflate to 2"):
         inflate.scale(2)
     return pool, inflate, before, old, time.time()
 
@@ -168,7 +172,7 @@ def test_spot_to_spot_replaces_an_underused_spot_node(nodepool_factory, inflate_
     it with a cheaper spot node (ready before the old one is deleted), pods kept running."""
     pool, inflate, before, old, scaled = spot_node_left_underused(nodepool_factory,
                                                                   inflate_factory, expect)
-    with allure.step("expect a cheaper spot replacement, ready before the old node went"):
+    with step("expect a cheaper spot replacement, ready before the old node went"):
         ends = expect.watch_nodeclaims_end(pool, old, timeout=CONSOLIDATE_AFTER + 90,
                                            what=f"underused spot NodeClaim {sorted(old)} to go")
         after = list(expect.pods_on(expect.eventually_pods_running(inflate, 2)).values())
@@ -196,7 +200,7 @@ def test_without_spot_to_spot_an_underused_spot_node_stays(nodepool_factory, inf
     says it cannot replace a spot node with a spot node, and keeps it."""
     pool, _, before, old, _ = spot_node_left_underused(nodepool_factory, inflate_factory,
                                                        expect)
-    with allure.step("expect Karpenter to say spot-to-spot is disabled, and keep the node"):
+    with step("expect Karpenter to say spot-to-spot is disabled, and keep the node"):
         names = old | {n.metadata.name for n in before.values()}
         expect.eventually_karpenter_says(
             r"SpotToSpotConsolidation is disabled", about=names,
@@ -222,7 +226,7 @@ def test_pods_on_the_node_karpenter_would_disrupt_first_get_the_lowest_deletion_
     the pod on the dearer node gets -2 and the other -1 (Karpenter's consolidation order:
     savings ratio, price over reschedule cost), so a scale-in removes the pod whose node
     Karpenter would free first."""
-    with allure.step("given two pools with a disruption budget of 0, a 3-CPU pod on one and a "
+    with step("given two pools with a disruption budget of 0, a 3-CPU pod on one and a "
                      "1-CPU pod on the other"):
         closed = {"spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}
         pools = {size: nodepool_factory("default", name=f"cost-{size}", **closed)
@@ -246,7 +250,7 @@ def test_pods_on_the_node_karpenter_would_disrupt_first_get_the_lowest_deletion_
         now = costs()
         return Observation(not any(now.values()), f"deletion costs {now}")
 
-    with allure.step("expect no deletion cost while the budgets allow no disruption, until "
+    with step("expect no deletion cost while the budgets allow no disruption, until "
                      "Karpenter's nominations have run out"):
         # A nominated node ranks as "cleanup only", like one the budget leaves out, and a
         # nomination running out is no state change; so the budgets change once the window
@@ -256,7 +260,7 @@ def test_pods_on_the_node_karpenter_would_disrupt_first_get_the_lowest_deletion_
         expect.consistently(none_annotated, "no pod to carry a deletion cost under budget 0",
                             max(bound + NOMINATION_WINDOW_S + 2 - time.time(), 1))
 
-    with allure.step("open both budgets to 100%: expect -2 on the dearer node's pod, -1 on "
+    with step("open both budgets to 100%: expect -2 on the dearer node's pod, -1 on "
                      "the other"):
         for pool in pools.values():
             nodepool_factory.patch(pool, {"spec": {"disruption": {"budgets": [

@@ -7,14 +7,16 @@ pods it covers stay served while the pool converges to its new spec.
 import re
 import time
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import pod_phase
-from karpenter_e2e.fixtures.timings import timestamp
-from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
+from karpenter_e2e.fixtures.scenario import (
+    ONE_PER_NODE,
+    Observation,
+    pod_phase,
+    step,
+    timestamp,
+    view,
+)
 
 # 2.5 min: the expiry, then four one-at-a-time replacements
 pytestmark = [pytest.mark.nightly, pytest.mark.disruption_loop]
@@ -64,7 +66,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
     4 newnode nodes, every old NodeClaim ended by a disruption decision or by expiring on time
     (which method took which node is Karpenter's race; it is recorded); and the drains
     overlapped (3 old NodeClaims deleting at once), so the PDB paced them."""
-    with allure.step(f"given an oldnode pool (expireAfter {EXPIRE_S}s, budget 100%), {SERVED} "
+    with step(f"given an oldnode pool (expireAfter {EXPIRE_S}s, budget 100%), {SERVED} "
                      f"pods one per node under a PDB maxUnavailable 1, and a spare pod's node"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old, spec={
@@ -80,7 +82,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
                                 extra_pod_spec={"affinity": ONE_PER_NODE})
         expect.eventually_pods_running(inflate, SERVED)
         expect.eventually_pods_running(spare, 1)
-        claims = {c["metadata"]["name"]: timestamp(c["metadata"]["creationTimestamp"])
+        claims = {view.name(c): timestamp(view.meta(c)["creationTimestamp"])
                   for c in expect.nodeclaims(pool)}
         assert len(claims) == SERVED + 1, f"{SERVED} pods one per node and a spare on " \
                                           f"{len(claims)} NodeClaims"
@@ -88,7 +90,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
     first_expiry = min(claims.values()) + EXPIRE_S
     with expect.throughout(lambda: served(inflate), f"at least {SERVED - 1} of {SERVED} pods of "
                                                     f"{inflate.name} Running throughout"):
-        with allure.step(f"{ACT_BEFORE_EXPIRY_S}s before the first expiry, at once: point the "
+        with step(f"{ACT_BEFORE_EXPIRY_S}s before the first expiry, at once: point the "
                          f"pool at newnode (and expireAfter Never for the new nodes), scale the "
                          f"spare to 0"):
             # Held until then on Karpenter's clock (the NodeClaims' age); the pods stay served.
@@ -102,12 +104,12 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
             timeline.band(acted, acted + CONVERGE_S, f"converged within {CONVERGE_S}s; "
                                                      f">= {SERVED - 1} pods Running throughout")
 
-        with allure.step(f"expect every old NodeClaim gone within {CONVERGE_S}s"):
+        with step(f"expect every old NodeClaim gone within {CONVERGE_S}s"):
             ends = expect.watch_nodeclaims_end(pool, set(claims), timeout=CONVERGE_S,
                                                what=f"old NodeClaims {sorted(claims)} to be "
                                                     f"consolidated, drifted or expired")
 
-        with allure.step(f"expect the pool converged: {SERVED} newnode NodeClaims, "
+        with step(f"expect the pool converged: {SERVED} newnode NodeClaims, "
                          f"{SERVED} pods Running"):
             def converged(now: list[dict]) -> bool:
                 return len(now) == SERVED and all(
@@ -120,7 +122,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
                                          timeout=acted + CONVERGE_S - time.time())
             expect.eventually_pods_running(inflate, SERVED, timeout=30)
 
-    with allure.step("expect each old NodeClaim ended by a disruption method or by expiring, "
+    with step("expect each old NodeClaim ended by a disruption method or by expiring, "
                      "not before its time"):
         said = {}
         for e in expect.karpenter_events():
@@ -139,7 +141,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
                 f"NodeClaim {name} was deleted {due - end.deleting_at:.0f}s before it expired, " \
                 f"with no disruption decision from Karpenter"
             reasons[name] = "Expired"
-    with allure.step(f"expect the drains to have overlapped ({DRAINS_AT_ONCE} old NodeClaims "
+    with step(f"expect the drains to have overlapped ({DRAINS_AT_ONCE} old NodeClaims "
                      f"deleting at once), so that the PDB paced them"):
         at_once = most_at_once(ends.values())
         assert at_once >= DRAINS_AT_ONCE, (

@@ -8,12 +8,9 @@ import itertools
 import math
 import time
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
+from karpenter_e2e.fixtures.scenario import ONE_PER_NODE, Observation, step, view
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
 # the whole cluster: one of them at a time per Karpenter (the runner's lanes; README).
@@ -36,7 +33,7 @@ BLOCKED_BY_BUDGET = "No allowed disruptions for disruption reason {} due to bloc
 
 
 def names(claims: list[dict]) -> set[str]:
-    return {c["metadata"]["name"] for c in claims}
+    return {view.name(c) for c in claims}
 
 
 def consolidatable(claims: list[dict]) -> bool:
@@ -58,14 +55,14 @@ def given_an_emptied_pool(nodepool_factory, inflate_factory, expect, budgets: li
     """The budget scenarios' first steps: a WhenEmpty pool (consolidateAfter 0s) with
     ``budgets``, 2 pods on it, then scaled to 0. Returns the pool, its nodes, its NodeClaims'
     names and when it emptied."""
-    with allure.step(f"given a WhenEmpty pool (consolidateAfter 0s, {what}), inflate at 2"):
+    with step(f"given a WhenEmpty pool (consolidateAfter 0s, {what}), inflate at 2"):
         pool = nodepool_factory("default", spec={"disruption": {
             **EMPTY_AT_ONCE, "budgets": budgets}})
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
         nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
         claims = names(expect.nodeclaims(pool))
 
-    with allure.step("scale inflate to 0"):
+    with step("scale inflate to 0"):
         inflate.scale(0)
         expect.eventually_pods_running(inflate, 0)
         return pool, nodes, claims, time.time()
@@ -80,7 +77,7 @@ def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate
     pool, nodes, claims, emptied = given_an_emptied_pool(
         nodepool_factory, inflate_factory, expect, [{"nodes": "0"}], 'budget nodes: "0"')
 
-    with allure.step(f"expect the node Consolidatable, the budget named, nothing disrupted ({HOLD_S}s)"):
+    with step(f"expect the node Consolidatable, the budget named, nothing disrupted ({HOLD_S}s)"):
         expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
                                      f"Consolidatable", timeout=HOLD_S)
         expect.eventually_karpenter_says(BLOCKED_BY_BUDGET.format("Empty"), about=[pool.name],
@@ -88,11 +85,11 @@ def test_zero_budget_blocks_consolidation_until_lifted(nodepool_factory, inflate
         timeline.band(emptied, emptied + HOLD_S, f'budget nodes "0": nothing disrupted for {HOLD_S}s')
         expect.consistently_nodeclaims_untouched(pool, claims, emptied + HOLD_S - time.time())
 
-    with allure.step("raise the budget to 100%"):
+    with step("raise the budget to 100%"):
         nodepool_factory.patch(pool, {"spec": {"disruption": {"budgets": [{"nodes": "100%"}]}}})
         lifted = time.time()
 
-    with allure.step("expect the empty node gone"):
+    with step("expect the empty node gone"):
         expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S,
                                     what=f"NodeClaims {sorted(claims)} to go once the budget allows")
         expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
@@ -110,7 +107,7 @@ def test_budget_for_drift_does_not_block_empty_consolidation(nodepool_factory, i
         nodepool_factory, inflate_factory, expect, [{"nodes": "0", "reasons": ["Drifted"]}],
         'its only budget nodes: "0" for Drifted')
 
-    with allure.step("expect the empty node consolidated as if unbudgeted"):
+    with step("expect the empty node consolidated as if unbudgeted"):
         expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S,
                                     what=f"empty NodeClaims {sorted(claims)} to be consolidated")
         expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
@@ -127,7 +124,7 @@ def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_fac
                                                    timings):
     """Budget nodes "1", three empty nodes: Karpenter deletes them one after another, never
     starting the next before the last is gone (watched on every NodeClaim change)."""
-    with allure.step('given a WhenEmpty pool (consolidateAfter 0s, budget nodes: "1") and 3 '
+    with step('given a WhenEmpty pool (consolidateAfter 0s, budget nodes: "1") and 3 '
                      'pods one per node'):
         pool = nodepool_factory("default", spec={"disruption": {
             **EMPTY_AT_ONCE, "budgets": [{"nodes": "1"}]}})
@@ -137,11 +134,11 @@ def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_fac
         claims = names(expect.nodeclaims(pool))
         assert len(claims) == 3, f"3 pods one per node on {len(claims)} NodeClaims"
 
-    with allure.step("scale inflate to 0"):
+    with step("scale inflate to 0"):
         inflate.scale(0)
         emptied = time.time()
 
-    with allure.step("expect all three gone, each deleted only after the one before was gone"):
+    with step("expect all three gone, each deleted only after the one before was gone"):
         ends = expect.watch_nodeclaims_end(pool, claims, timeout=3 * UNBLOCKED_S / 2,
                                            what=f"empty NodeClaims {sorted(claims)} to go one by one")
         order = sorted(ends.values(), key=lambda e: e.deleting_at or 0)
@@ -162,7 +159,7 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
                                                     timings, timeline):
     """Pods annotated karpenter.sh/do-not-disrupt on underused nodes: Karpenter finds them
     Consolidatable and leaves them; annotation removed: they are consolidated."""
-    with allure.step("given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 "
+    with step("given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 "
                      "do-not-disrupt pods"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
             "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}})
@@ -176,20 +173,20 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
         nodes = set(expect.pods_on(running))
         claims = names(expect.nodeclaims(pool))
 
-    with allure.step("scale inflate to 2: the node is underused"):
+    with step("scale inflate to 2: the node is underused"):
         inflate.scale(2)
         pods = expect.eventually_pods_running(inflate, 2)
         scaled = time.time()
 
-    with allure.step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
+    with step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
         expect_held(expect, timeline, pool, claims, scaled, "do-not-disrupt")
 
-    with allure.step("remove the annotation from the pods"):
+    with step("remove the annotation from the pods"):
         for pod in pods:
             inflate.annotate_pod(pod.metadata.name, {"karpenter.sh/do-not-disrupt": None})
         lifted = time.time()
 
-    with allure.step("expect the node replaced and the pods Running elsewhere"):
+    with step("expect the node replaced and the pods Running elsewhere"):
         # The disruption deadline, not UNBLOCKED_S: a replace waits for a quiet cluster too.
         # Karpenter's consolidation simulates every pending pod in the cluster, and while
         # another test's pods wait for nodes a one-node replace "can't remove without
@@ -208,7 +205,7 @@ def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, 
                                                               expect, timings, timeline):
     """A PodDisruptionBudget maxUnavailable 0 over the pods of a drifted node: Karpenter marks
     it Drifted and leaves it; PDB deleted: the node is replaced."""
-    with allure.step("given 2 pods with a PDB maxUnavailable 0 on an oldnode pool"):
+    with step("given 2 pods with a PDB maxUnavailable 0 on an oldnode pool"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old)
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
@@ -216,20 +213,20 @@ def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, 
         nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
         claims = names(expect.nodeclaims(pool))
 
-    with allure.step("point the pool's nodeClassRef at newnode"):
+    with step("point the pool's nodeClassRef at newnode"):
         nodepool_factory.point_at(pool, new)
         drifted = time.time()
         expect.eventually_drifted(pool, claims)
 
-    with allure.step(f"expect no replacement and no deletion while the PDB stands ({HOLD_S}s)"):
+    with step(f"expect no replacement and no deletion while the PDB stands ({HOLD_S}s)"):
         timeline.band(drifted, drifted + HOLD_S, f"PDB maxUnavailable 0: nothing disrupted for {HOLD_S}s")
         expect.consistently_nodeclaims_untouched(pool, claims, drifted + HOLD_S - time.time())
 
-    with allure.step("delete the PDB"):
+    with step("delete the PDB"):
         inflate_factory.delete_pdb(pdb)
         lifted = time.time()
 
-    with allure.step("expect the drifted nodes replaced and the pods Running again"):
+    with step("expect the drifted nodes replaced and the pods Running again"):
         expect.watch_nodes_gone(nodes, timeout=UNBLOCKED_S,
                                 what=f"drifted nodes {sorted(nodes)} to be replaced")
         expect.eventually_pods_running(inflate, 2)
@@ -247,7 +244,7 @@ def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, infla
     """terminationGracePeriod 30s; do-not-disrupt pods on a drifted node: Karpenter still
     replaces it (the grace period bounds the wait), and the node goes once the period is
     over: not before (the pods held it), not long after."""
-    with allure.step(f"given 2 do-not-disrupt pods on an oldnode pool with terminationGracePeriod "
+    with step(f"given 2 do-not-disrupt pods on an oldnode pool with terminationGracePeriod "
                      f"{TGP_S}s"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old, spec={"template": {"spec": {
@@ -257,11 +254,11 @@ def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, infla
         nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
         claims = names(expect.nodeclaims(pool))
 
-    with allure.step("point the pool's nodeClassRef at newnode"):
+    with step("point the pool's nodeClassRef at newnode"):
         nodepool_factory.point_at(pool, new)
         expect.eventually_drifted(pool, claims)
 
-    with allure.step(f"expect each drifted NodeClaim gone {TGP_S}s after Karpenter deleted it"):
+    with step(f"expect each drifted NodeClaim gone {TGP_S}s after Karpenter deleted it"):
         # A replacement launch, then the deletion; the drain waits on the protected pods
         # until the grace period runs out, then Karpenter deletes them and the node.
         ends = expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S + TGP_S,
@@ -297,7 +294,7 @@ def test_scheduled_budget_blocks_only_inside_its_window(nodepool_factory, inflat
     pool, nodes, claims, emptied = given_an_emptied_pool(
         nodepool_factory, inflate_factory, expect, [{"nodes": "0"}], 'budget nodes: "0"')
 
-    with allure.step("replace the budget by nodes \"0\" on a schedule whose window opened this "
+    with step("replace the budget by nodes \"0\" on a schedule whose window opened this "
                      "minute and closes on a minute at least 35s away"):
         # Cron has minute resolution and Karpenter reads it in UTC: the window is
         # [start, start + duration), with start the current minute.
@@ -309,7 +306,7 @@ def test_scheduled_budget_blocks_only_inside_its_window(nodepool_factory, inflat
         nodepool_factory.patch(pool, {"spec": {"disruption": {"budgets": [
             {"nodes": "0", "schedule": schedule, "duration": f"{minutes}m"}]}}})
 
-    with allure.step(f"expect the node Consolidatable, nothing disrupted until the window "
+    with step(f"expect the node Consolidatable, nothing disrupted until the window "
                      f"closes ({closes - time.time():.0f}s), then consolidated within {ACT_S}s"):
         expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
                                      f"Consolidatable", timeout=closes - time.time())
@@ -318,7 +315,7 @@ def test_scheduled_budget_blocks_only_inside_its_window(nodepool_factory, inflat
         acted = expect.consistently_untouched_then_acted(pool, claims, closes, ACT_S,
                                                          "the budget's window closed")
 
-    with allure.step("expect the empty node gone"):
+    with step("expect the empty node gone"):
         expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
     timings.record(held_s=round(closes - emptied, 1), window_end_to_act_s=round(acted - closes, 1))
 
@@ -334,7 +331,7 @@ def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, infla
     """Pods annotated karpenter.sh/do-not-disrupt: "60s" on a drifted node: Karpenter leaves
     the node until its pods are 60s old (counted from each pod's startTime), then replaces
     it: not before, not long after."""
-    with allure.step(f'given 2 pods annotated do-not-disrupt: "{DND_FOR_S}s" on an oldnode pool'):
+    with step(f'given 2 pods annotated do-not-disrupt: "{DND_FOR_S}s" on an oldnode pool'):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old)
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels,
@@ -350,21 +347,21 @@ def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, infla
                                              p.status.start_time.timestamp())
         until = min(youngest.values()) + DND_FOR_S
 
-    with allure.step("point the pool's nodeClassRef at newnode"):
+    with step("point the pool's nodeClassRef at newnode"):
         nodepool_factory.point_at(pool, new)
         expect.eventually_drifted(pool, claims)
         drifted = time.time()
         assert until - drifted > 30, f"the pods' protection ends {until - drifted:.0f}s after " \
                                      f"the drift: too soon to tell protected from not"
 
-    with allure.step(f"expect nothing disrupted while protected ({until - time.time():.0f}s), "
+    with step(f"expect nothing disrupted while protected ({until - time.time():.0f}s), "
                      f"then the node replaced within {ACT_S}s"):
         timeline.band(drifted, until - 1, f"do-not-disrupt {DND_FOR_S}s: nothing disrupted")
         timeline.band(until - 1, until + ACT_S, f"protection over: acted within {ACT_S}s")
         acted = expect.consistently_untouched_then_acted(
             pool, claims, until, ACT_S, f"the pods' {DND_FOR_S}s do-not-disrupt ran out")
 
-    with allure.step("expect the drifted nodes gone and the pods Running on new ones"):
+    with step("expect the drifted nodes gone and the pods Running on new ones"):
         expect.watch_nodes_gone(nodes, timeout=60, what=f"drifted nodes {sorted(nodes)} to be gone")
         pods = expect.eventually_pods_running(inflate, 2)
         on_old = sorted(set(expect.pods_on(pods)) & nodes)
@@ -379,7 +376,7 @@ def test_unhealthy_pods_pdb_does_not_hold_a_drifted_node(nodepool_factory, infla
     """A PDB minAvailable 2 with unhealthyPodEvictionPolicy AlwaysAllow over 2 pods that are
     not Ready: the PDB allows no disruption, yet its unhealthy pods may be evicted, so
     Karpenter replaces the drifted node instead of waiting forever."""
-    with allure.step("given 2 not-Ready pods on an oldnode pool, a PDB minAvailable 2 with "
+    with step("given 2 not-Ready pods on an oldnode pool, a PDB minAvailable 2 with "
                      "unhealthyPodEvictionPolicy AlwaysAllow"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old)
@@ -391,7 +388,7 @@ def test_unhealthy_pods_pdb_does_not_hold_a_drifted_node(nodepool_factory, infla
             inflate.set_pod_unready(pod.metadata.name)
         pdb = inflate_factory.pdb(inflate, min_available=2, unhealthy_pod_eviction_policy="AlwaysAllow")
 
-    with allure.step("expect the PDB to allow no disruption (0 of 2 pods healthy)"):
+    with step("expect the PDB to allow no disruption (0 of 2 pods healthy)"):
         def blocking():
             st = inflate_factory.pdb_status(pdb)
             return Observation(st.observed_generation is not None and st.current_healthy == 0
@@ -401,12 +398,12 @@ def test_unhealthy_pods_pdb_does_not_hold_a_drifted_node(nodepool_factory, infla
         expect.eventually(blocking, f"PDB {pdb} to count 0 healthy pods and allow 0 disruptions",
                           timeout=30)
 
-    with allure.step("point the pool's nodeClassRef at newnode"):
+    with step("point the pool's nodeClassRef at newnode"):
         nodepool_factory.point_at(pool, new)
         expect.eventually_drifted(pool, claims)
         drifted = time.time()
 
-    with allure.step(f"expect the drifted nodes replaced within {UNBLOCKED_S}s"):
+    with step(f"expect the drifted nodes replaced within {UNBLOCKED_S}s"):
         timeline.band(drifted, drifted + UNBLOCKED_S, f"drifted: replaced within {UNBLOCKED_S}s")
         expect.watch_nodes_gone(nodes, timeout=UNBLOCKED_S,
                                 what=f"drifted nodes {sorted(nodes)} with unhealthy pods to be "
@@ -422,7 +419,7 @@ def test_do_not_disrupt_node_is_kept_until_unannotated(nodepool_factory, inflate
     """An empty node annotated karpenter.sh/do-not-disrupt (on the Node itself, no pod
     protected): Karpenter finds it Consolidatable and leaves it; annotation removed: it is
     consolidated within a disruption poll, not before."""
-    with allure.step("given a WhenEmpty pool (consolidateAfter 0s), inflate at 1, its node "
+    with step("given a WhenEmpty pool (consolidateAfter 0s), inflate at 1, its node "
                      "annotated do-not-disrupt"):
         pool = nodepool_factory("default", spec={"disruption": EMPTY_AT_ONCE})
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
@@ -431,20 +428,20 @@ def test_do_not_disrupt_node_is_kept_until_unannotated(nodepool_factory, inflate
         for node in nodes:  # while its pod runs: not yet a candidate
             expect.kube.annotate_node(node, DO_NOT_DISRUPT)
 
-    with allure.step("scale inflate to 0"):
+    with step("scale inflate to 0"):
         inflate.scale(0)
         expect.eventually_pods_running(inflate, 0)
         emptied = time.time()
 
-    with allure.step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
+    with step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
         expect_held(expect, timeline, pool, claims, emptied, "node do-not-disrupt")
 
-    with allure.step("remove the annotation from the node"):
+    with step("remove the annotation from the node"):
         for node in nodes:
             expect.kube.annotate_node(node, {"karpenter.sh/do-not-disrupt": None})
         lifted = time.time()
 
-    with allure.step(f"expect Karpenter to delete the empty node within {ACT_S}s of the removal"):
+    with step(f"expect Karpenter to delete the empty node within {ACT_S}s of the removal"):
         ends = expect.watch_nodeclaims_end(pool, claims, timeout=UNBLOCKED_S,
                                            what=f"NodeClaims {sorted(claims)} to be consolidated")
         timeline.band(lifted - 1, lifted + ACT_S, f"annotation removed: deleted within {ACT_S}s")

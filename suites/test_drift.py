@@ -2,17 +2,25 @@
 
 import time
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S, POLLING_PERIOD_S
-from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import DRIFT_MARK_S, describe_claims
-from karpenter_e2e.fixtures.nodepools import TERMINATE_FIRST_GATES, require, static
-from karpenter_e2e.fixtures.pacing import ExpirationPacing, static_refill_s
-from karpenter_e2e.fixtures.timings import timestamp
+from karpenter_e2e.fixtures.scenario import (
+    CAPACITY_TYPE,
+    DISRUPTION_TOLERANCE_S,
+    DRIFT_MARK_S,
+    INSTANCE_TYPE,
+    POLLING_PERIOD_S,
+    TERMINATE_FIRST_GATES,
+    ExpirationPacing,
+    Observation,
+    describe_claims,
+    require,
+    static,
+    static_refill_s,
+    step,
+    timestamp,
+    view,
+)
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
 # the whole cluster: one of them at a time per Karpenter (the runner's lanes; README).
@@ -60,7 +68,7 @@ def template_meta(**fields) -> dict:
 def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_factory, expect,
                                                  timings, timeline):
     """NodeClasses oldnode/newnode; 5 pods on oldnode; nodeClassRef -> newnode: nodes replaced."""
-    with allure.step("given NodeClasses oldnode and newnode, and 5 pods on an oldnode pool"):
+    with step("given NodeClasses oldnode and newnode, and 5 pods on an oldnode pool"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old)
         inflate = inflate_factory(replicas=5, node_selector=pool.template_labels)
@@ -71,17 +79,17 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
             pool, lambda cs: bool(cs) and all(view.is_true(c, "Initialized") for c in cs),
             "every NodeClaim of the pool initialized")}
 
-    with allure.step("point the pool's nodeClassRef at newnode"):
+    with step("point the pool's nodeClassRef at newnode"):
         nodepool_factory.point_at(pool, new)
         patched = float(int(time.time()))  # the 1s resolution of condition timestamps
         timeline.band(patched, patched + DRIFT_MARK_S, f"Drifted within {DRIFT_MARK_S}s")
 
-    with allure.step("expect the old NodeClaims to be marked Drifted"):
+    with step("expect the old NodeClaims to be marked Drifted"):
         drifted = expect.eventually_drifted(pool, old_claims)
         drifted_at = max(timestamp(view.condition(c, "Drifted")["lastTransitionTime"])
-                         for c in drifted if c["metadata"]["name"] in old_claims)
+                         for c in drifted if view.name(c) in old_claims)
 
-    with allure.step("expect them replaced by nodes of newnode, with all 5 pods Running"):
+    with step("expect them replaced by nodes of newnode, with all 5 pods Running"):
         ends = expect.watch_nodeclaims_end(pool, old_claims,
                                            what=f"drifted NodeClaims {sorted(old_claims)} to be replaced")
         expect.watch_nodes_gone(old_nodes, what=f"drifted nodes {sorted(old_nodes)} to be gone")
@@ -91,7 +99,7 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
         on_old = sorted(set(expect.pods_on(pods)) & old_nodes)
         assert not on_old, f"pods still on drifted nodes {on_old}"
 
-    with allure.step("expect each replacement ready before Karpenter deleted a drifted node"):
+    with step("expect each replacement ready before Karpenter deleted a drifted node"):
         # Drift replaces, it does not just delete: the first old NodeClaim may only be deleted
         # once a replacement has initialized (1s timestamp resolution).
         ready = sorted(timestamp(view.condition(c, "Initialized")["lastTransitionTime"]) for c in claims
@@ -116,7 +124,7 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
     RequirementsDrifted, then cleared; weight, limits, consolidateAfter, consolidationPolicy,
     budgets and requirements it still meets: no Drifted for 5x the slowest mark (>= 15 s), then
     a template change still drifts and clears."""
-    with allure.step('given a pool with budget nodes "0", template label and annotation '
+    with step('given a pool with budget nodes "0", template label and annotation '
                      f'{KIND_KEY}=a, a second NodeClass, and one pod on one node'):
         other = nodepool_factory.nodeclass("othernode")
         pool = nodepool_factory("default", spec={
@@ -130,19 +138,19 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
         assert len(claims) == 1, f"one pod, {describe_claims(claims)}"
         claim = claims[0]
         name, instance_type = view.name(claim), view.labels(claim)[INSTANCE_TYPE]
-        got = claim["metadata"].get("annotations", {}).get(KIND_KEY)
+        got = view.meta(claim).get("annotations", {}).get(KIND_KEY)
         assert got == "a", f"NodeClaim {name} carries {KIND_KEY}={got!r}, the template says 'a'"
         assert drift_of(claim) is None, f"NodeClaim {name} Drifted before any change: {drift_of(claim)}"
         requirements = pool.requirements
 
     def drift_is(want: str | None) -> Observation:
-        claim = next((c for c in expect.nodeclaims(pool) if c["metadata"]["name"] == name), None)
+        claim = next((c for c in expect.nodeclaims(pool) if view.name(c) == name), None)
         now = drift_of(claim) if claim else "gone"
         return Observation(now == want, f"NodeClaim {name}: Drifted {now or 'absent'}")
 
     def only_the_one_node() -> Observation:
         claims = expect.nodeclaims(pool)
-        ok = [c["metadata"]["name"] for c in claims] == [name] and not claims[0]["metadata"].get(
+        ok = [view.name(c) for c in claims] == [name] and not view.meta(claims[0]).get(
             "deletionTimestamp")
         return Observation(ok, describe_claims(claims))
 
@@ -150,7 +158,7 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
 
     def changed_then_reverted(kind: str, change: dict, revert: dict, reason: str,
                               note: str = "") -> None:
-        with allure.step(f"{kind}{note}: expect Drifted={reason} within {DRIFT_MARK_S}s, then "
+        with step(f"{kind}{note}: expect Drifted={reason} within {DRIFT_MARK_S}s, then "
                          f"cleared once changed back"):
             start = time.time()
             nodepool_factory.patch(pool, change)
@@ -204,7 +212,7 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
             "requirements the node meets (capacity-type on-demand -> on-demand, spot)":
                 template(requirements=widened),
         }
-        with allure.step(f"change {', '.join(unchanged)} in turn: expect no Drifted for {hold:.0f}s "
+        with step(f"change {', '.join(unchanged)} in turn: expect no Drifted for {hold:.0f}s "
                          f"after the last ({HOLD_FACTOR}x the slowest mark or clear, "
                          f"{slowest:.1f}s; at least {HOLD_FLOOR_S}s)"):
             with expect.throughout(lambda: drift_is(None), f"NodeClaim {name} never Drifted by "
@@ -230,20 +238,20 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
 def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inflate_factory,
                                                             expect, timings, timeline):
     """As drift, but pods say karpenter.sh/do-not-disrupt: drifted, kept, replaced once lifted."""
-    with allure.step("given 2 do-not-disrupt pods on an oldnode pool"):
+    with step("given 2 do-not-disrupt pods on an oldnode pool"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old)
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels,
                                   annotations=DO_NOT_DISRUPT)
         pods = expect.eventually_pods_running(inflate, 2)
-        old_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        old_claims = {view.name(c) for c in expect.nodeclaims(pool)}
         old_nodes = set(expect.pods_on(pods))
 
-    with allure.step("point the pool's nodeClassRef at newnode"):
+    with step("point the pool's nodeClassRef at newnode"):
         nodepool_factory.point_at(pool, new)
         expect.eventually_drifted(pool, old_claims)
 
-    with allure.step(f"expect no replacement and no deletion while the annotation stands ({HOLD_S}s)"):
+    with step(f"expect no replacement and no deletion while the annotation stands ({HOLD_S}s)"):
         # Karpenter's first act of a drift replacement is a new NodeClaim (seconds after the
         # Drifted mark); the whole replacement took 29-44s unblocked. Watching for the first
         # act over 60s gives a wide margin.
@@ -252,13 +260,13 @@ def test_do_not_disrupt_holds_a_drifted_node_until_removed(nodepool_factory, inf
         expect.consistently_nodeclaims_untouched(pool, old_claims, HOLD_S)
         expect.consistently_nodes_present(old_nodes, duration=1)
 
-    with allure.step("remove the annotation from the pods"):
+    with step("remove the annotation from the pods"):
         for pod in pods:
             inflate.annotate_pod(pod.metadata.name, {"karpenter.sh/do-not-disrupt": None})
         lifted = time.time()
         timeline.mark(lifted, "do-not-disrupt removed")
 
-    with allure.step("expect the nodes replaced and the pods Running again"):
+    with step("expect the nodes replaced and the pods Running again"):
         expect.watch_nodes_gone(old_nodes, what=f"drifted nodes {sorted(old_nodes)} to be replaced")
         expect.eventually_pods_running(inflate, 2)
     timings.record(lifted_to_replaced_s=round(time.time() - lifted, 1))
@@ -277,21 +285,21 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, c
     # it then issues is immediate. Measured 65.1s created -> node deleted for expireAfter 60s.
     pace = ExpirationPacing.for_cluster(cluster.info)
     expire_after = pace.expire_after
-    with allure.step(f"given a pool whose nodes expire after {expire_after}s, and inflate at 2 "
+    with step(f"given a pool whose nodes expire after {expire_after}s, and inflate at 2 "
                      f"under a PDB maxUnavailable 1"):
         pool = nodepool_factory("default", spec={"template": {"spec": {
             "expireAfter": f"{expire_after}s"}}})
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
         inflate_factory.pdb(inflate, max_unavailable=1)
         pods = expect.eventually_pods_running(inflate, 2)
-        claims = {c["metadata"]["name"]: timestamp(c["metadata"]["creationTimestamp"])
+        claims = {view.name(c): timestamp(view.meta(c)["creationTimestamp"])
                   for c in expect.nodeclaims(pool)}
         first_nodes = set(expect.pods_on(pods))
         timeline.band(min(claims.values()) + expire_after - 1, max(claims.values()) + expire_after
                       + pace.tolerance, f"expireAfter {expire_after}s … +{pace.tolerance}s: "
                                         f"NodeClaims deleted")
 
-    with allure.step(f"expect each NodeClaim deleted once expired: between {expire_after}s and "
+    with step(f"expect each NodeClaim deleted once expired: between {expire_after}s and "
                      f"{expire_after + pace.tolerance}s after its creation"):
         ends = expect.watch_nodeclaims_end(
             pool, set(claims), timeout=max(claims.values()) + expire_after + pace.tolerance
@@ -305,7 +313,7 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, c
         expect.watch_nodes_gone(first_nodes, timeout=pace.termination,
                                 what=f"expired nodes {sorted(first_nodes)} to be gone")
 
-    with allure.step("expect the pods Running on new nodes"):
+    with step("expect the pods Running on new nodes"):
         pods = expect.eventually_pods_running(inflate, 2)
         on_old = sorted(set(expect.pods_on(pods)) & first_nodes)
         assert not on_old, f"pods still on expired nodes {on_old}"
@@ -319,7 +327,7 @@ def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_fa
                                                    cluster, aws_checks, timings):
     """EC2NodeClass pinned to the EKS AL2023 AMI of minor-1, then the current one: nodes move."""
     old_ami, new_ami = aws_checks.drift_amis(cluster.info.versions["kubernetes"])
-    with allure.step(f"given a NodeClass on {old_ami} (previous minor) and 3 pods on it"):
+    with step(f"given a NodeClass on {old_ami} (previous minor) and 3 pods on it"):
         nodeclass = nodepool_factory.nodeclass("ami", spec=cluster.backend.ami_spec(old_ami))
         pool = nodepool_factory("default", nodeclass=nodeclass)
         inflate = inflate_factory(replicas=3, node_selector=pool.template_labels)
@@ -327,11 +335,11 @@ def test_new_ami_replaces_nodes_running_the_old_one(nodepool_factory, inflate_fa
         amis = {aws_checks.instance_for_node(n.spec.provider_id).ami for n in old_nodes.values()}
         assert amis == {old_ami}, f"instances run {amis}"
 
-    with allure.step(f"pin the NodeClass to {new_ami} (current minor)"):
+    with step(f"pin the NodeClass to {new_ami} (current minor)"):
         nodepool_factory.patch_nodeclass(nodeclass, cluster.backend.ami_spec(new_ami))
         patched = time.time()
 
-    with allure.step("expect the nodes drifted, replaced, and the new instances on the new AMI"):
+    with step("expect the nodes drifted, replaced, and the new instances on the new AMI"):
         expect.watch_nodes_gone(set(old_nodes), what="nodes on the old AMI to be replaced")
         new_nodes = expect.pods_on(expect.eventually_pods_running(inflate, 3))
         amis = {aws_checks.instance_for_node(n.spec.provider_id).ami for n in new_nodes.values()}
@@ -361,15 +369,15 @@ def test_a_static_pool_at_its_node_limit_keeps_its_drifted_nodes(nodepool_factor
     """TerminateFirstDrift off (the default); a static pool at its node limit (replicas 2,
     limits.nodes 2) drifts: both NodeClaims are Drifted, and Karpenter neither stages a 3rd
     nor deletes one."""
-    with allure.step("given a static pool at its node limit: replicas 2, limits nodes 2"):
+    with step("given a static pool at its node limit: replicas 2, limits nodes 2"):
         pool, old = static_pool_at_its_limit(nodepool_factory, expect)
 
-    with allure.step("change the pool's template labels (drift)"):
+    with step("change the pool's template labels (drift)"):
         nodepool_factory.patch(pool, template_meta(labels={KIND_KEY: "changed"}))
         timeline.mark(time.time(), "template labels changed")
         expect.eventually_drifted(pool, old)
 
-    with allure.step(f"expect both kept, no replacement staged, for {STATIC_HOLD_S}s"):
+    with step(f"expect both kept, no replacement staged, for {STATIC_HOLD_S}s"):
         held = time.time()
         timeline.band(held, held + STATIC_HOLD_S, f"at its limit: nothing for {STATIC_HOLD_S}s")
         expect.consistently_nodeclaims_untouched(pool, old, STATIC_HOLD_S)
@@ -388,18 +396,18 @@ def test_terminate_first_replaces_a_drifted_static_pool_within_its_limit(
     """TerminateFirstDrift on; the same static pool at its limit drifts: Karpenter deletes
     each drifted NodeClaim first ("Disrupting NodeClaim: Drifted") and the pool refills to 2
     NodeClaims of the new template, never holding more than 2."""
-    with allure.step("given a static pool at its node limit: replicas 2, limits nodes 2"):
+    with step("given a static pool at its node limit: replicas 2, limits nodes 2"):
         pool, old = static_pool_at_its_limit(nodepool_factory, expect)
 
     with expect.throughout(expect.nodeclaims_at_most(pool, 2),
                            f"NodePool {pool.name} to hold at most 2 NodeClaims (limits.nodes), "
                            "deleting ones included"):
-        with allure.step("change the pool's template labels (drift)"):
+        with step("change the pool's template labels (drift)"):
             nodepool_factory.patch(pool, template_meta(labels={KIND_KEY: "changed"}))
             patched = time.time()
             timeline.mark(patched, "template labels changed")
 
-        with allure.step("expect each drifted NodeClaim deleted first, then the pool refilled"):
+        with step("expect each drifted NodeClaim deleted first, then the pool refilled"):
             # One at a time (the default budget, 10% of 2 nodes rounded up): per NodeClaim a
             # disruption pass and its termination, and a static refill between them.
             refill = static_refill_s(cluster.info)

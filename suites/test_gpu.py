@@ -1,13 +1,18 @@
 """GPU placement (seed 000 §1 and summary 3): GPU pods on GPU nodes only, and why they wait."""
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters.karpenter_clock import DISRUPTION_TOLERANCE_S as TOLERANCE
-from karpenter_e2e.clusters.karpenter_words import untolerated
-from karpenter_e2e.clusters.labels import GPU_COUNT, INSTANCE_TYPE
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import GPU_RESOURCE, describe_claims
+from karpenter_e2e.fixtures.scenario import (
+    DISRUPTION_TOLERANCE_S as TOLERANCE,
+    GPU_COUNT,
+    GPU_RESOURCE,
+    INSTANCE_TYPE,
+    Observation,
+    describe_claims,
+    step,
+    untolerated,
+    view,
+)
 
 GPU_CONSOLIDATE_AFTER = 30  # the GPU pool's (defaults/nodepool-gpu.yaml)
 GPU_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -25,14 +30,14 @@ def is_gpu_node(node) -> bool:
 def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate_factory, expect,
                                                        timings):
     """A tainted GPU pool beside a CPU pool: GPU pods on GPU nodes, CPU pods on CPU nodes."""
-    with allure.step("given a GPU pool (g4dn/g5, tainted nvidia.com/gpu) and the default pool"):
+    with step("given a GPU pool (g4dn/g5, tainted nvidia.com/gpu) and the default pool"):
         gpu_pool = nodepool_factory("gpu")
         cpu_pool = nodepool_factory("default")
         gpu = inflate_factory("gpu-app", replicas=0, node_selector={}, gpus=1,
                               tolerations=GPU_TOLERATION)
         cpu = inflate_factory("cpu-app", replicas=0, node_selector={})
 
-    with allure.step("scale both workloads to 2"):
+    with step("scale both workloads to 2"):
         gpu.scale(2)
         cpu.scale(2)
         # Fails at once, with the reason, if a Ready GPU node never advertises its GPUs.
@@ -41,12 +46,12 @@ def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate
             gpu_nodes = expect.node_of_each_pod(expect.eventually_pods_running(gpu, 2))
         cpu_nodes = expect.node_of_each_pod(expect.eventually_pods_running(cpu, 2))
 
-    with allure.step("expect GPU pods on GPU nodes of the GPU pool only"):
+    with step("expect GPU pods on GPU nodes of the GPU pool only"):
         assert all(is_gpu_node(n) and n.metadata.labels.get(GPU_COUNT) for n in gpu_nodes), \
             [n.metadata.labels[INSTANCE_TYPE] for n in gpu_nodes]
         expect.expect_nodes_satisfy(gpu_pool, gpu_nodes)
 
-    with allure.step("expect CPU pods never on a GPU node, and no GPU node standing idle"):
+    with step("expect CPU pods never on a GPU node, and no GPU node standing idle"):
         assert not any(is_gpu_node(n) for n in cpu_nodes), \
             [n.metadata.labels[INSTANCE_TYPE] for n in cpu_nodes]
         expect.expect_nodes_satisfy(cpu_pool, cpu_nodes)
@@ -55,7 +60,7 @@ def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate
         # Karpenter scheduled onto it, so every GPU NodeClaim was planned for GPU pods, and no
         # CPU pod was ever nominated to one.
         claims = expect.nodeclaims(gpu_pool)
-        unplanned = [c["metadata"]["name"] for c in claims
+        unplanned = [view.name(c) for c in claims
                      if int(c["spec"].get("resources", {}).get("requests", {})
                             .get(GPU_RESOURCE, "0")) < 1]
         assert not unplanned, f"GPU NodeClaims planned for no GPU pod: {unplanned} " \
@@ -83,14 +88,14 @@ def test_gpu_pods_only_on_gpu_nodes_and_cpu_pods_never(nodepool_factory, inflate
 def test_gpu_pod_without_toleration_stays_pending_and_says_why(nodepool_factory, inflate_factory,
                                                                expect, diagnose, timings):
     """A GPU pod without the nvidia.com/gpu toleration stays Pending; the verdict names the taint."""
-    with allure.step("given only the tainted GPU pool"):
+    with step("given only the tainted GPU pool"):
         pool = nodepool_factory("gpu")
         gpu = inflate_factory("gpu-app", replicas=0, node_selector={}, gpus=1)
 
-    with allure.step("scale the GPU workload to 1"):
+    with step("scale the GPU workload to 1"):
         gpu.scale(1)
 
-    with allure.step("expect it Pending for 20s, no NodeClaim launched, and the taint named"):
+    with step("expect it Pending for 20s, no NodeClaim launched, and the taint named"):
         def no_claims() -> Observation:
             claims = expect.nodeclaims(pool)
             return Observation(not claims, f"NodeClaims of the GPU pool: {describe_claims(claims)}")

@@ -4,12 +4,9 @@ EKS and aws-sim: the interruption warning goes to Karpenter's SQS queue, and EC2
 ran. Never run against AWS yet (see README); in local and kind mode it is skipped with the reason.
 """
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters.labels import CAPACITY_TYPE
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.settings import settings
+from karpenter_e2e.fixtures.scenario import CAPACITY_TYPE, Observation, settings, step
 
 
 @pytest.mark.scenario("interruption")
@@ -18,7 +15,7 @@ from karpenter_e2e.fixtures.settings import settings
 def test_spot_interruption_cordons_drains_and_replaces(nodepool_factory, inflate_factory, expect,
                                                        aws_checks, request, timings):
     """A spot node gets an interruption warning: cordoned, drained, replaced; pods keep running."""
-    with allure.step("given a spot-only pool and 2 running pods"):
+    with step("given a spot-only pool and 2 running pods"):
         pool = nodepool_factory("spot-training")
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
         pods = expect.eventually_pods_running(inflate, 2)
@@ -28,12 +25,12 @@ def test_spot_interruption_cordons_drains_and_replaces(nodepool_factory, inflate
         assert instance.capacity_type == "spot" == label, \
             f"node {node.metadata.name}: EC2 lifecycle {instance.capacity_type}, label {label}"
 
-    with allure.step(f"send a spot interruption warning for {instance.instance_id}"):
+    with step(f"send a spot interruption warning for {instance.instance_id}"):
         queue = aws_checks.queue_url(settings(request.config).interruption_queue
                                      or aws_checks.cluster_name)
         aws_checks.send_spot_interruption(queue, instance.instance_id)
 
-    with allure.step("expect the node cordoned, then gone, with the pods Running elsewhere"):
+    with step("expect the node cordoned, then gone, with the pods Running elsewhere"):
         def cordoned() -> Observation:
             now = {n.metadata.name: n for n in expect.kube.nodes()}.get(node.metadata.name)
             gone_or_cordoned = now is None or bool(now.spec.unschedulable) or any(

@@ -3,12 +3,9 @@
 import json
 import time
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_words import untolerated
-from karpenter_e2e.clusters.labels import (
+from karpenter_e2e.fixtures.scenario import (
     ARCH,
     CAPACITY_TYPE,
     CATEGORY,
@@ -18,14 +15,20 @@ from karpenter_e2e.clusters.labels import (
     HOSTNAME,
     INSTANCE_TYPE,
     NODEPOOL,
+    ONE_PER_NODE,
     TEST_LABEL,
     ZONE,
+    Observation,
+    claim_requirement,
+    describe_claims,
+    narrow,
+    one_per_node,
+    require,
+    step,
+    timestamp,
+    untolerated,
+    view,
 )
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
-from karpenter_e2e.fixtures.nodepools import narrow, require
-from karpenter_e2e.fixtures.timings import timestamp
-from karpenter_e2e.fixtures.workloads import ONE_PER_NODE, one_per_node
 
 
 def spread_over(key: str, app: str = "inflate") -> dict:
@@ -35,19 +38,18 @@ def spread_over(key: str, app: str = "inflate") -> dict:
         "labelSelector": {"matchLabels": {"app": app}}}]}
 
 
-
 def running_in_default_pool(nodepool_factory, inflate_factory, expect, what: str,
                             pod_spec: dict, replicas: int, pool_spec: dict | None = None):
     """The placement scenarios' shared first steps: the default pool (``pool_spec`` merged
     in), inflate with ``pod_spec`` (a spread or an affinity), scaled to ``replicas`` and all
     Running."""
-    with allure.step(f"given the default pool and inflate {what}"):
+    with step(f"given the default pool and inflate {what}"):
         pool = nodepool_factory("default", spec=pool_spec) if pool_spec else \
             nodepool_factory("default")
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
                                   extra_pod_spec=pod_spec)
 
-    with allure.step(f"scale inflate to {replicas}"):
+    with step(f"scale inflate to {replicas}"):
         inflate.scale(replicas)
         return pool, expect.eventually_pods_running(inflate, replicas)
 
@@ -68,7 +70,7 @@ def assert_all_labelled(nodes, key: str, want: str, whose: str) -> None:
 @pytest.mark.covers("nodepool.weight")
 def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, timings):
     """Weight-2 pool limited to the t family beside the default pool: new nodes are all t."""
-    with allure.step("given a spot default pool and the workshop weight-nodepool (weight 2, t family)"):
+    with step("given a spot default pool and the workshop weight-nodepool (weight 2, t family)"):
         # Only the weight may decide: the default pool is made the cheaper one (spot c/m/r
         # costs less per pod than on-demand t) and wins Karpenter's tie-break between equal
         # weights (names in descending order), so ignoring weight would pick it.
@@ -83,11 +85,11 @@ def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, 
         # Both pools able to launch before any pod is pending, or the first Ready one wins.
         expect.eventually_nodepools_ready(cheaper, weighted)
 
-    with allure.step("scale inflate to 8"):
+    with step("scale inflate to 8"):
         inflate.scale(8)
         pods = expect.eventually_pods_running(inflate, 8)
 
-    with allure.step("expect every node from the weighted pool, all of category t"):
+    with step("expect every node from the weighted pool, all of category t"):
         nodes = list(expect.pods_on(pods).values())
         assert_all_labelled(nodes, NODEPOOL, weighted.name, "inflate's nodes")
         assert_all_labelled(nodes, CATEGORY, "t", "inflate's nodes")
@@ -102,20 +104,20 @@ def test_weighted_pool_is_used_first(nodepool_factory, inflate_factory, expect, 
 def test_arm64_pods_run_on_graviton_nodes(nodepool_factory, inflate_factory, expect, timings):
     """A pool allowing amd64 and arm64; pods selecting arm64 run only on arm64 nodes, and pods
     selecting amd64 get amd64 nodes although Graviton types are the cheaper fit."""
-    with allure.step("given the workshop Graviton pool (amd64 + arm64)"):
+    with step("given the workshop Graviton pool (amd64 + arm64)"):
         pool = nodepool_factory("graviton")
         arm = inflate_factory(replicas=0, memory="256M",
                               node_selector={**pool.template_labels, ARCH: "arm64"})
         amd = inflate_factory("inflate-amd64", replicas=0, memory="256M",
                               node_selector={**pool.template_labels, ARCH: "amd64"})
 
-    with allure.step("scale both to 2"):
+    with step("scale both to 2"):
         arm.scale(2)
         amd.scale(2)
         arm_nodes = expect.node_of_each_pod(expect.eventually_pods_running(arm, 2))
         amd_nodes = expect.node_of_each_pod(expect.eventually_pods_running(amd, 2))
 
-    with allure.step("expect each on nodes of its arch that Karpenter launched for the pool"):
+    with step("expect each on nodes of its arch that Karpenter launched for the pool"):
         assert_all_labelled(arm_nodes, ARCH, "arm64", "arm64 pods' nodes")
         assert_all_labelled(amd_nodes, ARCH, "amd64", "amd64 pods' nodes")
         for nodes in (arm_nodes, amd_nodes):
@@ -130,7 +132,7 @@ def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_f
                                                       cluster):
     """A pool requiring one zone: every node it launches is in that zone."""
     zone = cluster.info.zones[-1]
-    with allure.step(f"given the default pool, restricted to zone {zone}"):
+    with step(f"given the default pool, restricted to zone {zone}"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(ZONE, "In", zone))
         pool = nodepool_factory(spec)
@@ -138,11 +140,11 @@ def test_pool_pinned_to_one_zone_launches_only_there(nodepool_factory, inflate_f
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
                                   extra_pod_spec={"affinity": ONE_PER_NODE})
 
-    with allure.step("scale inflate to 4"):
+    with step("scale inflate to 4"):
         inflate.scale(4)
         expect.eventually_pods_running(inflate, 4)
 
-    with allure.step(f"expect every node of the pool in {zone}"):
+    with step(f"expect every node of the pool in {zone}"):
         nodes = expect.nodes(pool)
         assert len(nodes) == 4, f"{len(nodes)} nodes for 4 pods that each need their own"
         assert_all_labelled(nodes, ZONE, zone, f"NodePool {pool.name}")
@@ -158,7 +160,7 @@ def test_zone_spread_pods_get_one_node_per_zone(nodepool_factory, inflate_factor
     pool, pods = running_in_default_pool(nodepool_factory, inflate_factory, expect,
                                          "spread over zones", spread_over(ZONE), 3)
 
-    with allure.step("expect three NodeClaims of the pool, one per zone, one pod in each zone"):
+    with step("expect three NodeClaims of the pool, one per zone, one pod in each zone"):
         nodes = list(expect.pods_on(pods).values())
         claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         all_claims = expect.nodeclaims(pool)
@@ -182,7 +184,7 @@ def test_min_domains_above_the_zones_a_pool_has_caps_the_spread(nodepool_factory
     takes one pod. Karpenter launches two NodeClaims, one per zone, and none for the third
     pod, which it says violates the spread."""
     zones = ("us-west-2a", "us-west-2b")
-    with allure.step(f"given the default pool in zones {zones} and inflate spread with "
+    with step(f"given the default pool in zones {zones} and inflate spread with "
                      f"minDomains 3"):
         # Limits raised: Karpenter counts an in-flight NodeClaim at its largest type against
         # them, and the workshop's 10 CPUs would refuse the third pod for that reason first.
@@ -194,16 +196,16 @@ def test_min_domains_above_the_zones_a_pool_has_caps_the_spread(nodepool_factory
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
                                   extra_pod_spec={**spread, "affinity": ONE_PER_NODE})
 
-    with allure.step("scale inflate to 3"):
+    with step("scale inflate to 3"):
         inflate.scale(3)
 
-    with allure.step("expect a NodeClaim in each zone, and none for the third pod"):
+    with step("expect a NodeClaim in each zone, and none for the third pod"):
         running = expect.eventually_pods_running(inflate, 2, pending=1)
         nodes = list(expect.pods_on(running).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         assert sorted(labels_of(nodes, ZONE)) == list(zones), \
             f"the running pods' zones: {labels_of(nodes, ZONE)}"
-        claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        claims = {view.name(c) for c in expect.nodeclaims(pool)}
         assert len(claims) == 2, \
             f"NodeClaims for 3 pods capped at 2: {describe_claims(expect.nodeclaims(pool))}"
         waiting = [p.metadata.name for p in inflate.pods() if not p.spec.node_name]
@@ -240,7 +242,7 @@ def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_facto
     allow it a third node in a or b)."""
     zones, tainted_zone = ("us-west-2a", "us-west-2b"), "us-west-2c"
     pools, workloads = {}, {}
-    with allure.step(f"given pool tainted in {tainted_zone} ({UNTOLERATED['key']}:NoSchedule), "
+    with step(f"given pool tainted in {tainted_zone} ({UNTOLERATED['key']}:NoSchedule), "
                      f"pools honor and ignore in {zones}, 3 pods on each spread over zones"):
         # The tainted pool first: Karpenter leaves a pool out of a round until it is Ready
         # and evaluated, and a round without it would have no zone c to count.
@@ -263,11 +265,11 @@ def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_facto
                                                               "affinity": one_per_node(name)})
         expect.eventually_nodepools_ready(*pools.values())
 
-    with allure.step("scale both to 3"):
+    with step("scale both to 3"):
         for w in workloads.values():
             w.scale(3)
 
-    with allure.step(f"expect Honor's plan: 3 NodeClaims, one pod each, in {zones} only"):
+    with step(f"expect Honor's plan: 3 NodeClaims, one pod each, in {zones} only"):
         honor, pool = workloads["honor"], pools["honor"]
         # Read once Karpenter is done: counting zone c too, it stops at 2 NodeClaims and
         # the third pod waits, which must fail here, on the plan.
@@ -281,7 +283,7 @@ def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_facto
         nodes = list(expect.pods_on(expect.eventually_pods_running(honor, 3)).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
 
-    with allure.step(f"expect Ignore's plan: one NodeClaim in each of {zones}, none for the "
+    with step(f"expect Ignore's plan: one NodeClaim in each of {zones}, none for the "
                      f"third pod"):
         ignore, pool = workloads["ignore"], pools["ignore"]
         running = expect.eventually_pods_running(ignore, 2, pending=1)
@@ -301,7 +303,7 @@ def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_facto
         # Long past a batch window and the kube-scheduler's retries: no third NodeClaim.
         expect.consistently_nodeclaims_untouched(pool, claims, 20)
 
-    with allure.step("expect no NodeClaim of the tainted pool"):
+    with step("expect no NodeClaim of the tainted pool"):
         stray = expect.nodeclaims(pools["tainted"])
         assert not stray, f"NodeClaims of the tainted pool: {describe_claims(stray)}"
     timings.notes["karpenter_said"] = said[:300]
@@ -320,7 +322,7 @@ def test_node_affinity_policy_decides_whether_pods_the_selector_excludes_count(
     both NodeClaims go to b."""
     zones = ("us-west-2a", "us-west-2b")
     pools, workloads = {}, {}
-    with allure.step(f"given pool other in {zones[0]} running 2 pods of other"):
+    with step(f"given pool other in {zones[0]} running 2 pods of other"):
         pools["other"] = nodepool_factory(
             narrow(nodepool_factory.spec("default"), require(ZONE, "In", zones[0]),
                    replacing=(ZONE,)), name="other")
@@ -328,7 +330,7 @@ def test_node_affinity_policy_decides_whether_pods_the_selector_excludes_count(
                                              node_selector=pools["other"].own_nodes)
         expect.eventually_pods_running(workloads["other"], 2)
 
-    with allure.step(f"given pools honor and ignore in {zones}, 2 pods each to spread over "
+    with step(f"given pools honor and ignore in {zones}, 2 pods each to spread over "
                      "zones, counting other's pods"):
         pinned = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [
@@ -348,13 +350,13 @@ def test_node_affinity_policy_decides_whether_pods_the_selector_excludes_count(
                                 "affinity": {**one_per_node(name), **pinned}})
         expect.eventually_nodepools_ready(*pools.values())
 
-    with allure.step("scale honor and ignore to 2"):
+    with step("scale honor and ignore to 2"):
         for name in ("honor", "ignore"):
             workloads[name].scale(2)
 
     planned = {}
     for name, want in (("honor", sorted(zones)), ("ignore", [zones[1], zones[1]])):
-        with allure.step(f"expect {name}'s plan: 2 NodeClaims, one pod each, in {want}"):
+        with step(f"expect {name}'s plan: 2 NodeClaims, one pod each, in {want}"):
             expect.eventually_settled(pools[name], workloads[name])
             claims = expect.nodeclaims(pools[name])
             one_pod_per_claim(claims, 2, f"pods spread with nodeAffinityPolicy {name}")
@@ -380,7 +382,7 @@ def test_a_schedule_anyway_spread_is_relaxed_and_do_not_schedule_is_kept(
     spread cannot be met, and Karpenter launches nothing and says so; as ScheduleAnyway it
     is a preference, which Karpenter relaxes away, launching for the pods."""
     pools, workloads = {}, {}
-    with allure.step(f"given two pools, 2 pods on each spread over {RACK}: DoNotSchedule, "
+    with step(f"given two pools, 2 pods on each spread over {RACK}: DoNotSchedule, "
                      f"ScheduleAnyway"):
         for name, when in (("strict", "DoNotSchedule"), ("anyway", "ScheduleAnyway")):
             pools[name] = nodepool_factory("default", name=name)
@@ -389,15 +391,15 @@ def test_a_schedule_anyway_spread_is_relaxed_and_do_not_schedule_is_kept(
             workloads[name] = inflate_factory(name, replicas=0, extra_pod_spec=spread,
                                               node_selector=pools[name].own_nodes)
 
-    with allure.step("scale both to 2"):
+    with step("scale both to 2"):
         for w in workloads.values():
             w.scale(2)
 
-    with allure.step("expect the ScheduleAnyway pods running on the pool's nodes"):
+    with step("expect the ScheduleAnyway pods running on the pool's nodes"):
         nodes = list(expect.pods_on(expect.eventually_pods_running(workloads["anyway"], 2)).values())
         expect.eventually_nodes_launched_by_karpenter(pools["anyway"], nodes)
 
-    with allure.step("expect no NodeClaim for the DoNotSchedule pods, and Karpenter to say why"):
+    with step("expect no NodeClaim for the DoNotSchedule pods, and Karpenter to say why"):
         strict = workloads["strict"]
         waiting = [p.metadata.name for p in strict.pods()]
         said = expect.eventually_karpenter_says(r"unsatisfiable topology constraint for "
@@ -422,7 +424,7 @@ def test_match_label_keys_spread_each_workload_over_its_own_pods(nodepool_factor
     (seen on 1.35.4 with a dry-run create), so Karpenter's own merge shows only on 1.33 and
     older: its mutant runs there."""
     zones = ("us-west-2a", "us-west-2b", "us-west-2c")
-    with allure.step(f"given the default pool in zones {zones}, and 2 pods of old in {zones[0]}"):
+    with step(f"given the default pool in zones {zones}, and 2 pods of old in {zones[0]}"):
         pool = nodepool_factory(narrow(nodepool_factory.spec("default"),
                                        require(ZONE, "In", *zones), replacing=(ZONE,)),
                                 spec=ROOM_FOR_FOUR)
@@ -437,11 +439,11 @@ def test_match_label_keys_spread_each_workload_over_its_own_pods(nodepool_factor
         new = inflate_factory("new", replicas=0, cpu="1500m", node_selector=pool.template_labels,
                               extra_pod_spec=spread)
 
-    with allure.step("scale new to 3"):
+    with step("scale new to 3"):
         new.scale(3)
         pods = expect.eventually_pods_running(new, 3)
 
-    with allure.step("expect new's 3 NodeClaims one in each zone, a included"):
+    with step("expect new's 3 NodeClaims one in each zone, a included"):
         expect.eventually_nodes_launched_by_karpenter(pool, list(expect.pods_on(pods).values()))
         claims = [c for c in expect.nodeclaims(pool) if view.name(c) not in before]
         planned = sorted(str(claim_requirement(c, ZONE).get("values")) for c in claims)
@@ -457,7 +459,7 @@ def test_match_label_keys_spread_each_workload_over_its_own_pods(nodepool_factor
 def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, expect, cluster,
                                            timings):
     """instance-type NotIn [...] keeps the cheapest fits out: none of them is ever launched."""
-    with allure.step("given the default pool, excluding the types it would pick first"):
+    with step("given the default pool, excluding the types it would pick first"):
         # What Karpenter picks for this pool without the exclusion (the provisioning scenario
         # sees it): the cheapest family that fits, per the offerings Karpenter was given.
         spec = nodepool_factory.spec("default")
@@ -466,11 +468,11 @@ def test_excluded_types_are_never_launched(nodepool_factory, inflate_factory, ex
         pool = nodepool_factory(spec)
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
-    with allure.step("scale inflate to 5"):
+    with step("scale inflate to 5"):
         inflate.scale(5)
         pods = expect.eventually_pods_running(inflate, 5)
 
-    with allure.step("expect none of the excluded types among the nodes"):
+    with step("expect none of the excluded types among the nodes"):
         nodes = list(expect.pods_on(pods).values())
         launched = labels_of(nodes, INSTANCE_TYPE)
         assert not set(launched) & set(excluded), f"launched excluded types: {launched}"
@@ -485,18 +487,18 @@ def test_gt_and_lt_bounds_are_exclusive(nodepool_factory, inflate_factory, expec
     vCPUs launch. Both bounds are exclusive (Karpenter turns Gt N into >= N+1): the 6th
     generation is cheaper and a 4-vCPU type would take three pods, so either bound taken
     inclusively changes what is launched."""
-    with allure.step("given the default pool narrowed to generation Gt 6 and cpu Lt 4"):
+    with step("given the default pool narrowed to generation Gt 6 and cpu Lt 4"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(GENERATION, "Gt", "6"), require(CPUS, "Lt", "4"),
                replacing=(GENERATION,))
         pool = nodepool_factory(spec, spec={"limits": {"cpu": "100"}})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
-    with allure.step("scale inflate to 4 (1 vCPU each)"):
+    with step("scale inflate to 4 (1 vCPU each)"):
         inflate.scale(4)
         pods = expect.eventually_pods_running(inflate, 4)
 
-    with allure.step("expect every node inside both bounds, one pod per 2-vCPU node"):
+    with step("expect every node inside both bounds, one pod per 2-vCPU node"):
         nodes = list(expect.pods_on(pods).values())
         outside = {n.metadata.name: (n.metadata.labels.get(INSTANCE_TYPE),
                                      n.metadata.labels.get(GENERATION), n.metadata.labels.get(CPUS))
@@ -516,7 +518,7 @@ def open_to_gpu_types(nodepool_factory, name: str, gpu_label: dict) -> dict:
     """The default pool with its category requirement dropped (so GPU types are in reach),
     ``gpu_label`` added as a requirement and a template label naming the pool's kind."""
     spec = narrow(nodepool_factory.spec("default"), gpu_label, replacing=(CATEGORY,))
-    spec["spec"]["template"]["metadata"]["labels"]["gpu-label"] = name
+    view.labels(spec["spec"]["template"])["gpu-label"] = name
     return spec
 
 
@@ -528,7 +530,7 @@ def test_exists_and_does_not_exist_follow_the_label(nodepool_factory, inflate_fa
     requires it not to. A 1-vCPU pod on the first gets a GPU type, though plain types cost a
     fifth as much; a GPU pod on the second gets no NodeClaim, and Karpenter says no instance
     type fits, where the first pool would have given it one."""
-    with allure.step(f"given a pool requiring {GPU_COUNT} Exists and one requiring it "
+    with step(f"given a pool requiring {GPU_COUNT} Exists and one requiring it "
                      f"DoesNotExist, a 1-vCPU workload on the first and a GPU one on the second"):
         exists = nodepool_factory(open_to_gpu_types(
             nodepool_factory, "exists", require(GPU_COUNT, "Exists")),
@@ -541,22 +543,22 @@ def test_exists_and_does_not_exist_follow_the_label(nodepool_factory, inflate_fa
         gpu = inflate_factory("gpu-app", replicas=0, node_selector=absent.template_labels,
                               cpu="1", gpus=1)
 
-    with allure.step("scale both to 1"):
+    with step("scale both to 1"):
         plain.scale(1)
         gpu.scale(1)
 
-    with allure.step("expect the 1-vCPU pod on a GPU type of the Exists pool"):
+    with step("expect the 1-vCPU pod on a GPU type of the Exists pool"):
         nodes = list(expect.pods_on(expect.eventually_pods_running(plain, 1)).values())
         expect.eventually_nodes_launched_by_karpenter(exists, nodes)
         without = {n.metadata.name: n.metadata.labels.get(INSTANCE_TYPE) for n in nodes
                    if GPU_COUNT not in n.metadata.labels}
         assert not without, f"nodes of the {GPU_COUNT} Exists pool without the label: {without}"
         claims = expect.nodeclaims(exists)
-        planned = {c["metadata"]["name"]: claim_requirement(c, GPU_COUNT) for c in claims}
+        planned = {view.name(c): claim_requirement(c, GPU_COUNT) for c in claims}
         assert all(r.get("operator") == "Exists" for r in planned.values()), \
             f"NodeClaims' {GPU_COUNT} requirement: {planned}"
 
-    with allure.step("expect no NodeClaim for the GPU pod, and Karpenter to say no type fits"):
+    with step("expect no NodeClaim for the GPU pod, and Karpenter to say no type fits"):
         def no_claims() -> Observation:
             claims = expect.nodeclaims(absent)
             return Observation(not claims, f"NodeClaims of {absent.name}: {describe_claims(claims)}")
@@ -580,13 +582,13 @@ def test_gte_and_lte_bound_the_instance_size(nodepool_factory, inflate_factory, 
     """The default pool with instance-cpu Gte 8 and Lte 16: a 1-vCPU pod, which a 2-vCPU type
     would fit at a quarter of the price, gets an 8-vCPU node (both bounds are inclusive), and
     its NodeClaim carries the two bounds as Karpenter planned them."""
-    with allure.step(f"given the default pool with {CPUS} Gte 8 and Lte 16, and inflate at 1"):
+    with step(f"given the default pool with {CPUS} Gte 8 and Lte 16, and inflate at 1"):
         spec = narrow(nodepool_factory.spec("default"), require(CPUS, "Gte", "8"),
                       require(CPUS, "Lte", "16"))
         pool = nodepool_factory(spec, name="bounded")
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels, cpu="1")
 
-    with allure.step("expect an 8-vCPU node, and a NodeClaim bounded at 8 and 16"):
+    with step("expect an 8-vCPU node, and a NodeClaim bounded at 8 and 16"):
         nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         cpus = {n.metadata.name: n.metadata.labels.get(CPUS) for n in nodes}
@@ -612,7 +614,7 @@ def test_affinity_terms_are_tried_in_order_and_relaxed(nodepool_factory, inflate
     Karpenter drops the first required term and plans the next (us-west-2d), and takes the
     heaviest preference as required, then relaxes it to the next heaviest (us-west-2c, not
     the lighter us-west-2b). The zone is Karpenter's plan: each NodeClaim's own requirement."""
-    with allure.step("given the default pool, one workload with two required terms "
+    with step("given the default pool, one workload with two required terms "
                      "[2e | 2d] and one with preferences 2e (100), 2c (60), 2b (20)"):
         pool = nodepool_factory("default")
         required = inflate_factory("required-terms", replicas=0, node_selector=pool.template_labels,
@@ -629,7 +631,7 @@ def test_affinity_terms_are_tried_in_order_and_relaxed(nodepool_factory, inflate
                                                 zone_terms("us-west-2b", "us-west-2e",
                                                            "us-west-2c"), strict=True)]}}})
 
-    with allure.step("scale the preferring workload to 2, then the requiring one to 2"):
+    with step("scale the preferring workload to 2, then the requiring one to 2"):
         # One after the other: a preference binds nobody, so preferring pods scaled beside
         # the others may be bound to the 2d node by the kube-scheduler. Alone, the only node
         # they can get is the one Karpenter planned for them.
@@ -638,7 +640,7 @@ def test_affinity_terms_are_tried_in_order_and_relaxed(nodepool_factory, inflate
         required.scale(2)
         pods["required-terms"] = (expect.eventually_pods_running(required, 2), "us-west-2d")
 
-    with allure.step("expect each workload's NodeClaims planned in, and its nodes in, its zone"):
+    with step("expect each workload's NodeClaims planned in, and its nodes in, its zone"):
         for workload, (running, zone) in pods.items():
             nodes = list(expect.pods_on(running).values())
             assert_all_labelled(nodes, ZONE, zone, workload)
@@ -666,7 +668,7 @@ def test_prefer_no_schedule_is_honoured_then_relaxed(nodepool_factory, inflate_f
     Karpenter takes the taint as binding first: pods that do not tolerate it get the default
     pool although the tainted pool is tried first. Pods that only the tainted pool can take
     still get its nodes: Karpenter relaxes the preference by tolerating the taint."""
-    with allure.step("given a tainted weight-10 pool labelled dedicated=batch and the default pool"):
+    with step("given a tainted weight-10 pool labelled dedicated=batch and the default pool"):
         tainted = nodepool_factory("default", name="a-prefer-not", spec={
             "weight": 10,
             "template": {"metadata": {"labels": {"dedicated": "batch"}},
@@ -678,21 +680,21 @@ def test_prefer_no_schedule_is_honoured_then_relaxed(nodepool_factory, inflate_f
         # Both pools able to launch before any pod is pending, or the first Ready one wins.
         expect.eventually_nodepools_ready(tainted, default)
 
-    with allure.step("scale the workload any pool fits to 3"):
+    with step("scale the workload any pool fits to 3"):
         anywhere.scale(3)
         nodes = list(expect.pods_on(expect.eventually_pods_running(anywhere, 3)).values())
 
-    with allure.step("expect its nodes from the default pool, none from the tainted one"):
+    with step("expect its nodes from the default pool, none from the tainted one"):
         assert_all_labelled(nodes, NODEPOOL, default.name, "the untolerating pods' nodes")
         claims = expect.nodeclaims(tainted)
         assert not claims, (f"NodeClaims of the PreferNoSchedule pool for pods another pool "
                             f"fits: {describe_claims(claims)}")
 
-    with allure.step("scale the workload only the tainted pool fits to 2"):
+    with step("scale the workload only the tainted pool fits to 2"):
         batch_only.scale(2)
         batch_nodes = list(expect.pods_on(expect.eventually_pods_running(batch_only, 2)).values())
 
-    with allure.step("expect its nodes from the tainted pool, carrying the taint"):
+    with step("expect its nodes from the tainted pool, carrying the taint"):
         assert_all_labelled(batch_nodes, NODEPOOL, tainted.name, "the batch-only pods' nodes")
         untainted = [n.metadata.name for n in batch_nodes
                      if not any(t.key == "dedicated" and t.effect == "PreferNoSchedule"
@@ -708,7 +710,7 @@ def test_prefer_no_schedule_is_honoured_then_relaxed(nodepool_factory, inflate_f
 def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, inflate_factory,
                                                             expect):
     """A tainted, labelled team pool beside the default pool: only the team's pods go there."""
-    with allure.step("given the default pool and a team pool tainted team=ml:NoSchedule"):
+    with step("given the default pool and a team pool tainted team=ml:NoSchedule"):
         default = nodepool_factory("default")
         team = nodepool_factory("team")
         team_pods = inflate_factory("team-app", replicas=0, node_selector=team.template_labels,
@@ -716,13 +718,13 @@ def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, in
                                                   "value": "ml", "effect": "NoSchedule"}])
         other_pods = inflate_factory("other-app", replicas=0, node_selector={})
 
-    with allure.step("scale both workloads to 3"):
+    with step("scale both workloads to 3"):
         team_pods.scale(3)
         other_pods.scale(3)
         on_team = expect.node_of_each_pod(expect.eventually_pods_running(team_pods, 3))
         elsewhere = expect.node_of_each_pod(expect.eventually_pods_running(other_pods, 3))
 
-    with allure.step("expect Karpenter to launch the team's nodes from the team pool, tainted, "
+    with step("expect Karpenter to launch the team's nodes from the team pool, tainted, "
                      "and the others' from the default pool"):
         assert_all_labelled(on_team, NODEPOOL, team.name, "team-app pods' nodes")
         assert_all_labelled(elsewhere, NODEPOOL, default.name, "other-app pods' nodes")
@@ -749,7 +751,7 @@ def one_pod_per_claim(claims: list[dict], pods: int, what: str) -> None:
     decision from two.)"""
     assert len(claims) == pods, f"{len(claims)} NodeClaims for {pods} {what}: " \
                                 f"{describe_claims(claims)}"
-    packed = {c["metadata"]["name"]: c["spec"].get("resources", {}).get("requests", {}).get("pods")
+    packed = {view.name(c): c["spec"].get("resources", {}).get("requests", {}).get("pods")
               for c in claims}
     packed = {name: n for name, n in packed.items() if n != "1"}
     assert not packed, f"NodeClaims planned for other than one pod (requests.pods): {packed}"
@@ -763,7 +765,7 @@ def test_hostname_spread_gets_one_node_per_pod(nodepool_factory, inflate_factory
     pool, pods = running_in_default_pool(nodepool_factory, inflate_factory, expect,
                                          "spread over hostnames", spread_over(HOSTNAME), 4)
 
-    with allure.step("expect 4 NodeClaims, each sized for one pod"):
+    with step("expect 4 NodeClaims, each sized for one pod"):
         nodes = list(expect.pods_on(pods).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         one_pod_per_claim(expect.nodeclaims(pool), 4, "hostname-spread pods")
@@ -779,7 +781,7 @@ def test_anti_affine_pods_get_one_node_each(nodepool_factory, inflate_factory, e
     pool, pods = running_in_default_pool(nodepool_factory, inflate_factory, expect,
                                          "anti-affine to itself per node", {"affinity": ONE_PER_NODE}, 4)
 
-    with allure.step("expect 4 NodeClaims, each sized for one pod"):
+    with step("expect 4 NodeClaims, each sized for one pod"):
         nodes = list(expect.pods_on(pods).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         one_pod_per_claim(expect.nodeclaims(pool), 4, "anti-affine pods")
@@ -810,7 +812,7 @@ def test_preferred_anti_affinity_is_planned_for_while_it_can_be_met(nodepool_fac
                                          "preferring one pod per node",
                                          {"affinity": PREFERRED_ONE_PER_NODE}, 4, ROOM_FOR_FOUR)
 
-    with allure.step("expect 4 NodeClaims, each sized for one pod"):
+    with step("expect 4 NodeClaims, each sized for one pod"):
         nodes = list(expect.pods_on(pods).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         one_pod_per_claim(expect.nodeclaims(pool), 4, "pods preferring anti-affinity")
@@ -830,7 +832,7 @@ def test_preference_policy_ignore_packs_pods_that_prefer_to_spread(nodepool_fact
                                          "preferring one pod per node",
                                          {"affinity": PREFERRED_ONE_PER_NODE}, 4, ROOM_FOR_FOUR)
 
-    with allure.step("expect fewer NodeClaims than pods, one planned for several"):
+    with step("expect fewer NodeClaims than pods, one planned for several"):
         expect.eventually_nodes_launched_by_karpenter(pool, list(expect.pods_on(pods).values()))
         claims = expect.nodeclaims(pool)
         planned = {view.name(c): int(c["spec"].get("resources", {}).get("requests", {})
@@ -862,7 +864,7 @@ def test_scheduler_config_default_spread_is_given_to_pods_without_their_own(
     hostnames, maxSkew 3), which replaces the default whole: one NodeClaim for its 3 pods.
     The harness's kube-scheduler has no default constraints: the plan is Karpenter's alone."""
     pools, workloads = {}, {}
-    with allure.step("given pools plain and own, 3 pods on each: plain without a spread, own "
+    with step("given pools plain and own, 3 pods on each: plain without a spread, own "
                      "spread over hostnames with maxSkew 3"):
         for name in ("plain", "own"):
             pools[name] = nodepool_factory("default", name=name, spec=ROOM_FOR_FOUR)
@@ -873,11 +875,11 @@ def test_scheduler_config_default_spread_is_given_to_pods_without_their_own(
             workloads[name] = inflate_factory(name, replicas=0, node_selector=pools[name].own_nodes,
                                               extra_pod_spec=spread)
 
-    with allure.step("scale both to 3"):
+    with step("scale both to 3"):
         for w in workloads.values():
             w.scale(3)
 
-    with allure.step("expect plain's plan: 3 NodeClaims, one pod each, in 3 zones"):
+    with step("expect plain's plan: 3 NodeClaims, one pod each, in 3 zones"):
         # Read once Karpenter is done: without the default the three pods share one
         # NodeClaim, which must fail here, on the plan.
         expect.eventually_settled(pools["plain"], workloads["plain"])
@@ -887,7 +889,7 @@ def test_scheduler_config_default_spread_is_given_to_pods_without_their_own(
         assert len({z[0] for z in zones.values() if len(z) == 1}) == 3, \
             f"plain's NodeClaims by zone requirement: {zones}, expected 3 zones, one each"
 
-    with allure.step("expect own's plan: its own spread, one NodeClaim for its 3 pods"):
+    with step("expect own's plan: its own spread, one NodeClaim for its 3 pods"):
         expect.eventually_settled(pools["own"], workloads["own"])
         claims = expect.nodeclaims(pools["own"])
         planned = {view.name(c): c["spec"].get("resources", {}).get("requests", {}).get("pods")
@@ -896,7 +898,7 @@ def test_scheduler_config_default_spread_is_given_to_pods_without_their_own(
             f"own's NodeClaims (pods planned on each): {planned}, expected one for all 3: its " \
             f"own spread, not the default, decides"
 
-    with allure.step("expect every pod Running on the nodes Karpenter launched for its pool"):
+    with step("expect every pod Running on the nodes Karpenter launched for its pool"):
         for name, w in workloads.items():
             nodes = list(expect.pods_on(expect.eventually_pods_running(w, 3)).values())
             expect.eventually_nodes_launched_by_karpenter(pools[name], nodes)
@@ -909,13 +911,13 @@ def followers_go_to_the_anchors_zone(nodepool_factory, inflate_factory, expect, 
     the kind ``term`` (required, or preferred at weight 100): Karpenter plans their NodeClaims
     for that zone only (the claims' zone requirement), though the pool allows every zone."""
     zone = cluster.info.zones[-1]
-    with allure.step(f"given the default pool and an anchor pod running in {zone}"):
+    with step(f"given the default pool and an anchor pod running in {zone}"):
         pool = nodepool_factory("default", spec=pool_spec) if pool_spec else \
             nodepool_factory("default")
         anchor = inflate_factory("anchor", replicas=1,
                                  node_selector={**pool.template_labels, ZONE: zone})
         anchor_node = expect.node_of_each_pod(expect.eventually_pods_running(anchor, 1))[0]
-        anchor_claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        anchor_claims = {view.name(c) for c in expect.nodeclaims(pool)}
         to_anchor = {"topologyKey": ZONE, "labelSelector": {"matchLabels": {"app": "anchor"}}}
         affinity = {"podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [to_anchor]
@@ -926,17 +928,17 @@ def followers_go_to_the_anchors_zone(nodepool_factory, inflate_factory, expect, 
         followers = inflate_factory("follower", replicas=0, node_selector=pool.template_labels,
                                     extra_pod_spec={"affinity": affinity})
 
-    with allure.step("scale the followers to 3"):
+    with step("scale the followers to 3"):
         followers.scale(3)
         pods = expect.eventually_pods_running(followers, 3)
 
-    with allure.step(f"expect Karpenter's new NodeClaims to be for {zone} only"):
+    with step(f"expect Karpenter's new NodeClaims to be for {zone} only"):
         nodes = list(expect.pods_on(pods).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
-        new = [c for c in expect.nodeclaims(pool) if c["metadata"]["name"] not in anchor_claims]
+        new = [c for c in expect.nodeclaims(pool) if view.name(c) not in anchor_claims]
         assert new, f"no NodeClaim for the followers: all run beside the anchor on " \
                     f"{anchor_node.metadata.name}"
-        zones = {c["metadata"]["name"]: claim_requirement(c, ZONE).get("values") for c in new}
+        zones = {view.name(c): claim_requirement(c, ZONE).get("values") for c in new}
         wrong = {name: values for name, values in zones.items() if values != [zone]}
         assert not wrong, f"follower NodeClaims not planned for {zone} only (zone " \
                           f"requirement): {wrong}"
@@ -973,22 +975,22 @@ HOST_PORT = [{"containerPort": 8080, "hostPort": 8080, "protocol": "TCP"}]
 def test_pods_asking_one_host_port_get_a_nodeclaim_each(nodepool_factory, inflate_factory, expect):
     """3 small pods (100m CPU) asking the same hostPort 8080: Karpenter plans 3 NodeClaims,
     one pod each, where it would otherwise pack all three onto one node."""
-    with allure.step("given the default pool and inflate (100m CPU) asking hostPort 8080"):
+    with step("given the default pool and inflate (100m CPU) asking hostPort 8080"):
         pool = nodepool_factory("default")
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, cpu="100m",
                                   ports=HOST_PORT)
 
-    with allure.step("scale inflate to 3"):
+    with step("scale inflate to 3"):
         inflate.scale(3)
 
-    with allure.step("expect Karpenter's plan: 3 NodeClaims, each sized for one pod"):
+    with step("expect Karpenter's plan: 3 NodeClaims, each sized for one pod"):
         # Read once Karpenter is done, before the pods run: a plan that packed them leaves
         # two Pending (kube-scheduler keeps one per node), and that must fail here, on the
         # plan, not on a wait for pods.
         expect.eventually_settled(pool, inflate)
         one_pod_per_claim(expect.nodeclaims(pool), 3, "pods asking one hostPort")
 
-    with allure.step("expect the 3 pods Running on 3 nodes Karpenter launched for the pool"):
+    with step("expect the 3 pods Running on 3 nodes Karpenter launched for the pool"):
         nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 3)).values())
         assert len(nodes) == 3, f"3 pods asking one hostPort on {len(nodes)} nodes"
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
@@ -1010,13 +1012,13 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
     at registration, keeps the NodeClaim uninitialized (StartupTaintsExist) and launches no
     second one while the pod waits; once the agent takes the taint off, the NodeClaim is
     Initialized and the pod runs there."""
-    with allure.step(f"given the default pool with startup taint {STARTUP_TAINT['key']} and "
+    with step(f"given the default pool with startup taint {STARTUP_TAINT['key']} and "
                      f"inflate at 1 without a toleration"):
         pool = nodepool_factory("default", spec={"template": {"spec": {
             "startupTaints": [STARTUP_TAINT]}}})
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
 
-    with allure.step("expect a NodeClaim anyway, and its node registered with the taint"):
+    with step("expect a NodeClaim anyway, and its node registered with the taint"):
         def registered() -> Observation:
             claims = expect.nodeclaims(pool)
             done = [c for c in claims if (view.condition(c, "Registered") or {}).get("status") == "True"]
@@ -1024,17 +1026,17 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
                                done[0] if done else None)
 
         claim = expect.eventually(registered, f"a NodeClaim of {pool.name} registered")
-        name, node_name = claim["metadata"]["name"], claim["status"]["nodeName"]
+        name, node_name = view.name(claim), claim["status"]["nodeName"]
         (node,) = [n for n in expect.nodes(pool) if n.metadata.name == node_name]
         taints = [t.key for t in node.spec.taints or []]
         assert STARTUP_TAINT["key"] in taints, f"node {node_name}'s taints: {taints}"
 
-    with allure.step("expect it uninitialized, and no second NodeClaim, while the taint is on"):
+    with step("expect it uninitialized, and no second NodeClaim, while the taint is on"):
         def held(reason: bool) -> Observation:
             claims = expect.nodeclaims(pool)
-            init = view.condition(next((c for c in claims if c["metadata"]["name"] == name), {}),
+            init = view.condition(next((c for c in claims if view.name(c) == name), {}),
                              "Initialized") or {}
-            ok = ({c["metadata"]["name"] for c in claims} == {name}
+            ok = ({view.name(c) for c in claims} == {name}
                   and init.get("status") != "True"
                   and (not reason or init.get("reason") == "StartupTaintsExist"))
             return Observation(ok, f"Initialized {init.get('status')} ({init.get('reason')}: "
@@ -1052,15 +1054,15 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
             expect.consistently(lambda: held(reason=True),
                                 f"NodeClaim {name} held uninitialized, alone", 20)
 
-    with allure.step("take the taint off, as the agent would"):
+    with step("take the taint off, as the agent would"):
         # The removal is visible to Karpenter from some moment after the request is sent
         # (read, then patch: over 1.7 s under load), so that is the lower bound.
         removed = time.time()
         cluster.kube.remove_node_taint(node_name, STARTUP_TAINT["key"])
 
-    with allure.step("expect the NodeClaim Initialized and the pod running on its node"):
+    with step("expect the NodeClaim Initialized and the pod running on its node"):
         def initialized() -> Observation:
-            now: dict = next((c for c in expect.nodeclaims(pool) if c["metadata"]["name"] == name), {})
+            now: dict = next((c for c in expect.nodeclaims(pool) if view.name(c) == name), {})
             init = view.condition(now, "Initialized") or {}
             return Observation(init.get("status") == "True", f"Initialized: {init}", init)
 
@@ -1071,7 +1073,7 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
         nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
         assert [n.metadata.name for n in nodes] == [node_name], \
             f"the pod runs on {[n.metadata.name for n in nodes]}, not {node_name}"
-        assert [c["metadata"]["name"] for c in expect.nodeclaims(pool)] == [name]
+        assert [view.name(c) for c in expect.nodeclaims(pool)] == [name]
     timings.record(removed_to_initialized_s=round(at - removed, 1))
 
 
@@ -1085,7 +1087,7 @@ def test_a_no_execute_taint_needs_a_no_execute_toleration(nodepool_factory, infl
     """A pool tainted dedicated=batch:NoExecute: pods tolerating it get its nodes; pods
     without a toleration, or tolerating only NoSchedule, get no NodeClaim, no nomination to
     the pool's node, and Karpenter's "did not tolerate taint" for each."""
-    with allure.step("given a pool tainted dedicated=batch:NoExecute and three workloads on it: "
+    with step("given a pool tainted dedicated=batch:NoExecute and three workloads on it: "
                      "tolerating NoExecute, no toleration, tolerating NoSchedule"):
         pool = nodepool_factory("default", name="batch",
                                 spec={"template": {"spec": {"taints": [NO_EXECUTE]}}})
@@ -1096,18 +1098,18 @@ def test_a_no_execute_taint_needs_a_no_execute_toleration(nodepool_factory, infl
                                        tolerations=[{**NO_EXECUTE, "operator": "Equal",
                                                      "effect": "NoSchedule"}])
 
-    with allure.step("scale each to 1"):
+    with step("scale each to 1"):
         for w in (tolerating, bare, wrong_effect):
             w.scale(1)
 
-    with allure.step("expect the tolerating pod on a node of the pool, tainted NoExecute"):
+    with step("expect the tolerating pod on a node of the pool, tainted NoExecute"):
         nodes = list(expect.pods_on(expect.eventually_pods_running(tolerating, 1)).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         taints = [(t.key, t.effect) for n in nodes for t in n.spec.taints or []]
         assert (NO_EXECUTE["key"], "NoExecute") in taints, f"the pool's node's taints: {taints}"
-        claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        claims = {view.name(c) for c in expect.nodeclaims(pool)}
 
-    with allure.step("expect Karpenter to refuse the others the pool, and say why"):
+    with step("expect Karpenter to refuse the others the pool, and say why"):
         for w in (bare, wrong_effect):
             waiting = [p.metadata.name for p in w.pods()]
             expect.eventually_karpenter_says(untolerated("dedicated=batch:NoExecute"),

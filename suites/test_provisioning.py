@@ -3,21 +3,29 @@
 import time
 from collections import Counter
 
-import allure
 import pytest
 from kubernetes import client
 from kubernetes.utils import parse_quantity
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_words import no_type_fits
-from karpenter_e2e.clusters.kube import if_found
-from karpenter_e2e.clusters.labels import ARCH, AWS, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures import timings as measure
-from karpenter_e2e.fixtures.expect import describe_claims, describe_pods
-from karpenter_e2e.fixtures.nodepools import require
-from karpenter_e2e.fixtures.timings import timestamp
-from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
+from karpenter_e2e.fixtures.scenario import (
+    ARCH,
+    AWS,
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    NODEPOOL,
+    ONE_PER_NODE,
+    ZONE,
+    Observation,
+    describe_claims,
+    describe_pods,
+    if_found,
+    measure,
+    no_type_fits,
+    require,
+    step,
+    timestamp,
+    view,
+)
 
 
 @pytest.mark.scenario("provisioning")
@@ -25,19 +33,19 @@ from karpenter_e2e.fixtures.workloads import ONE_PER_NODE
 def test_scale_up_provisions_nodes_that_satisfy_the_nodepool(
         nodepool_factory, inflate_factory, expect, timings):
     """Workshop default NodePool; inflate 0 -> 5: all pods Running on Karpenter's nodes for it."""
-    with allure.step("given the workshop default NodePool and inflate at 0 replicas"):
+    with step("given the workshop default NodePool and inflate at 0 replicas"):
         pool = nodepool_factory("default")
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
-    with allure.step("scale inflate to 5"):
+    with step("scale inflate to 5"):
         inflate.scale(5)
 
-    with allure.step("expect 5 Running pods, on nodes Karpenter launched for the pool"):
+    with step("expect 5 Running pods, on nodes Karpenter launched for the pool"):
         pods = expect.eventually_pods_running(inflate, 5)
         nodes = list(expect.pods_on(pods).values())
         claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
 
-    with allure.step("expect every node to satisfy every requirement of the pool"):
+    with step("expect every node to satisfy every requirement of the pool"):
         expect.expect_nodes_satisfy(pool, nodes)
 
     timings.record(**measure.provisioning(pods, list(claims.values()), nodes),
@@ -52,12 +60,12 @@ def test_each_node_is_an_ec2_instance_karpenter_tagged(nodepool_factory, inflate
                                                       aws_checks, timings):
     """3 pods: every node's providerID names a live instance of the node's type, zone and
     capacity type, tagged with its pool and cluster; the pool has no other instances."""
-    with allure.step("given the workshop default NodePool and 3 Running pods"):
+    with step("given the workshop default NodePool and 3 Running pods"):
         pool = nodepool_factory("default")
         inflate = inflate_factory(replicas=3, node_selector=pool.template_labels)
         nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 3)).values())
 
-    with allure.step("expect EC2 to run exactly one instance per node, as its labels say"):
+    with step("expect EC2 to run exactly one instance per node, as its labels say"):
         tagged = {i.instance_id for i in aws_checks.instances_by_tags(nodepool=pool.name)}
         seen = set()
         for node in nodes:
@@ -97,12 +105,12 @@ def test_an_ami_that_does_not_exist_is_named_in_the_verdict(nodepool_factory, in
                                                            what, ami_terms, named):
     """A NodeClass whose AMI cannot be resolved: nothing launches, the pod stays Pending, and
     the verdict says NodeClass not ready with Karpenter's reason."""
-    with allure.step(f"given a pool whose EC2NodeClass selects {what}"):
+    with step(f"given a pool whose EC2NodeClass selects {what}"):
         nodeclass = nodepool_factory.nodeclass("missing-ami", spec=ami_terms)
         pool = nodepool_factory("default", nodeclass=nodeclass)
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
 
-    with allure.step("expect the verdict to name the NodeClass and why, the pod Pending for "
+    with step("expect the verdict to name the NodeClass and why, the pod Pending for "
                      "15s and no NodeClaim"):
         def named_in_verdict() -> Observation:
             said = diagnose()
@@ -124,7 +132,7 @@ def capacity_cpu(nodes) -> float:
 
 def created(obj: dict) -> float:
     """When the API server created ``obj`` (always set on a stored object)."""
-    born = timestamp(obj["metadata"]["creationTimestamp"])
+    born = timestamp(view.meta(obj)["creationTimestamp"])
     assert born is not None, f"{obj['metadata']['name']} has no creationTimestamp"
     return born
 
@@ -148,7 +156,7 @@ def claimed(claims, resource: str = "cpu") -> float:
 def instance_size(claim: dict, resource: str) -> float:
     """The ``resource`` capacity of the claim's instance type, from its label (0 before launch)."""
     label, unit = LIMITED[resource]
-    return float(claim["metadata"].get("labels", {}).get(label, 0)) * unit
+    return float(view.labels(claim).get(label, 0)) * unit
 
 
 def launches_over_limit(claims, limit: float, resource: str = "cpu") -> list[str]:
@@ -205,15 +213,15 @@ def burst_against_limit(expect, pool, inflate, replicas: int, resource: str, lim
     with expect.throughout(within_limit, f"NodePool {pool.name}'s NodeClaims to hold at most "
                                          f"{show(limit, resource)} and each launch to fit what "
                                          f"the limit left, all through the burst"):
-        with allure.step(f"scale inflate to {replicas}, watching the pool's NodeClaims throughout"):
+        with step(f"scale inflate to {replicas}, watching the pool's NodeClaims throughout"):
             inflate.scale(replicas)
 
-        with allure.step("expect Karpenter to say the pool's limits are exceeded"):
+        with step("expect Karpenter to say the pool's limits are exceeded"):
             said = expect.eventually_karpenter_says(r"exceed limits for nodepool",
                                                     namespace=inflate.namespace)
             timings.notes["karpenter_said"] = said[:200]
 
-        with allure.step("expect it to stop only when the limit leaves no type to launch"):
+        with step("expect it to stop only when the limit leaves no type to launch"):
             pending = expect.eventually_settled(pool, inflate)
             left = limit - claimed(expect.nodeclaims(pool), resource)
             # Karpenter must not stop while the room left under the limit still fits its
@@ -221,7 +229,7 @@ def burst_against_limit(expect, pool, inflate, replicas: int, resource: str, lim
             assert left < smallest, (f"Karpenter stopped with {show(left, resource)} still "
                                      f"free under the limit ({pending} pods Pending)")
 
-        with allure.step("expect the Pending pods to stay Pending for 20s"):
+        with step("expect the Pending pods to stay Pending for 20s"):
             expect.consistently_pods_pending(inflate, pending, duration=20)
     timings.notes[f"{resource}_left"] = show(left, resource)
     return pending
@@ -239,7 +247,7 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
     type fits the room left, and the pods it refused stay Pending. One per node (hostname
     anti-affinity) so that no refused pod can run in room Karpenter did not count: its KWOK
     provider gives a node its requests as capacity but its instance's allocatable."""
-    with allure.step("given the workshop default NodePool (limits cpu 10) and inflate at 5, "
+    with step("given the workshop default NodePool (limits cpu 10) and inflate at 5, "
                      "one pod per node"):
         pool = nodepool_factory("default")
         inflate = inflate_factory(replicas=5, node_selector=pool.template_labels,
@@ -270,7 +278,7 @@ def test_nodepool_memory_limit_is_never_exceeded(nodepool_factory, inflate_facto
     pool's NodeClaims never hold more than 20Gi, each launch fits what the limit left,
     Karpenter says the limit is exceeded, and stops only when no type fits the room left."""
     limit = LIMIT_MEMORY_GI * GI
-    with allure.step(f"given the default pool with limits memory {LIMIT_MEMORY_GI}Gi, cpu 1000"):
+    with step(f"given the default pool with limits memory {LIMIT_MEMORY_GI}Gi, cpu 1000"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "1000",
                                                             "memory": f"{LIMIT_MEMORY_GI}Gi"}})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, cpu="100m",
@@ -292,22 +300,22 @@ def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory
                                                timeline):
     """limits.nodes 2 (cpu out of the way), pods one per node: 2 -> 4 replicas leaves 2 Pending,
     no third NodeClaim, and Karpenter says the pool's node limit is exhausted."""
-    with allure.step(f"given the default pool with limits nodes {NODE_LIMIT}, cpu 100, and "
+    with step(f"given the default pool with limits nodes {NODE_LIMIT}, cpu 100, and "
                      f"inflate at {NODE_LIMIT}, one pod per node"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "100", "nodes": str(NODE_LIMIT)}})
         inflate = inflate_factory(replicas=NODE_LIMIT, node_selector=pool.template_labels,
                                   extra_pod_spec={"affinity": ONE_PER_NODE})
         expect.eventually_pods_running(inflate, NODE_LIMIT)
-        claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        claims = {view.name(c) for c in expect.nodeclaims(pool)}
         assert len(claims) == NODE_LIMIT, f"{len(claims)} NodeClaims for {NODE_LIMIT} pods one per " \
                                           f"node: {sorted(claims)}"
 
     def at_the_limit() -> Observation:
         now = expect.nodeclaims(pool)
-        return Observation({c["metadata"]["name"] for c in now} == claims,
+        return Observation({view.name(c) for c in now} == claims,
                            f"NodeClaims {describe_claims(now)}")
 
-    with allure.step(f"scale inflate to {2 * NODE_LIMIT}: expect {NODE_LIMIT} Pending and no "
+    with step(f"scale inflate to {2 * NODE_LIMIT}: expect {NODE_LIMIT} Pending and no "
                      f"NodeClaim added ({NODE_LIMIT_HOLD_S}s)"):
         inflate.scale(2 * NODE_LIMIT)
         scaled = time.time()
@@ -322,7 +330,7 @@ def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory
                                                           f"added for {NODE_LIMIT_HOLD_S}s")
         expect.consistently_pods_pending(inflate, NODE_LIMIT, NODE_LIMIT_HOLD_S, also=at_the_limit)
 
-    with allure.step("expect Karpenter to say the node limit is exhausted, and to count the nodes"):
+    with step("expect Karpenter to say the node limit is exhausted, and to count the nodes"):
         said = expect.eventually_karpenter_says(r"node limits have been exhausted for nodepool",
                                                 namespace=inflate.namespace)
         counted = view.status(expect.nodepool(pool)).get("resources", {}).get("nodes")
@@ -335,15 +343,15 @@ def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory
 @pytest.mark.covers("pod.requests")
 def test_instance_sizes_fit_the_requests(nodepool_factory, inflate_factory, expect, timings):
     """Workshop rightsizing: 8 pods x 1 CPU / 1Gi land on nodes no more than one size too big."""
-    with allure.step("given the default NodePool (limit raised to 100 CPU) and inflate at 0"):
+    with step("given the default NodePool (limit raised to 100 CPU) and inflate at 0"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, memory="1Gi")
 
-    with allure.step("scale inflate to 8"):
+    with step("scale inflate to 8"):
         inflate.scale(8)
         expect.eventually_pods_running(inflate, 8)
 
-    with allure.step("expect every node of the pool used, and none a size larger than its pods need"):
+    with step("expect every node of the pool used, and none a size larger than its pods need"):
         # Read the pool's nodes and NodeClaims themselves: an idle node must show up here.
         expect.eventually_settled(pool, inflate)
         nodes = {n.metadata.name: n for n in expect.nodes(pool)}
@@ -370,15 +378,15 @@ def test_daemonset_requests_are_counted_when_sizing_nodes(nodepool_factory, infl
                                                           expect, timings):
     """A DaemonSet asking 1 CPU on the pool's nodes, then inflate at 3: every NodeClaim
     Karpenter sizes holds its pods and the daemon, and the daemon runs on every node."""
-    with allure.step("given the default pool and a DaemonSet requesting 1 CPU on its nodes"):
+    with step("given the default pool and a DaemonSet requesting 1 CPU on its nodes"):
         pool = nodepool_factory("default")
         daemon = inflate_factory.daemonset("overhead", cpu="1", node_selector=pool.template_labels)
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
-    with allure.step("scale inflate to 3"):
+    with step("scale inflate to 3"):
         inflate.scale(3)
 
-    with allure.step("expect the pods and a daemon pod Running on every node"):
+    with step("expect the pods and a daemon pod Running on every node"):
         pods = expect.eventually_pods_running(inflate, 3)
         nodes = list(expect.pods_on(pods).values())
         claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
@@ -391,7 +399,7 @@ def test_daemonset_requests_are_counted_when_sizing_nodes(nodepool_factory, infl
 
         expect.eventually(daemons_running, f"a Running {daemon} pod on each of the pool's nodes")
 
-    with allure.step("expect each NodeClaim's requests to count the daemon beside its pods"):
+    with step("expect each NodeClaim's requests to count the daemon beside its pods"):
         # Karpenter writes what it scheduled onto a NodeClaim as the claim's requests: the
         # pods it placed there plus the DaemonSet pod every such node will run.
         per_node = Counter(p.spec.node_name for p in pods)
@@ -418,7 +426,7 @@ def test_daemonset_is_counted_only_where_it_tolerates_the_taints(nodepool_factor
     The pod and the tolerating daemon also ask 4Gi of memory each, as real ones ask memory: the
     node must hold both (8Gi, more than a 4-vCPU c-type's allocatable); that the daemon then
     runs there is the daemons-fit oracle's to judge."""
-    with allure.step("given the team pool (tainted team=ml:NoSchedule) and two DaemonSets on its "
+    with step("given the team pool (tainted team=ml:NoSchedule) and two DaemonSets on its "
                      "nodes, one tolerating the taint (1 CPU, 4Gi), one not (3 CPU)"):
         pool = nodepool_factory("team")
         inflate_factory.daemonset("tolerating", cpu="1", memory="4Gi",
@@ -427,12 +435,12 @@ def test_daemonset_is_counted_only_where_it_tolerates_the_taints(nodepool_factor
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, memory="4Gi",
                                   tolerations=TEAM_TOLERATION)
 
-    with allure.step("scale inflate to 1"):
+    with step("scale inflate to 1"):
         inflate.scale(1)
         nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
         claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
 
-    with allure.step("expect the NodeClaim's requests to hold the pod and the tolerating daemon"):
+    with step("expect the NodeClaim's requests to hold the pod and the tolerating daemon"):
         # Karpenter writes what it scheduled onto a NodeClaim as its requests: the pod plus
         # the daemon pods it counted for that node.
         cpu = {name: float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"]))
@@ -488,7 +496,7 @@ def test_daemonset_overhead_follows_each_daemonsets_node_selection(nodepool_fact
     pool cannot meet, one whose second required term matches the pool. Not counted: one whose
     required terms all miss, one selecting another pool, one selecting a label the pool never
     sets. The NodeClaim's CPU names exactly the set Karpenter counted."""
-    with allure.step("given the default pool, seven DaemonSets on this test's nodes and inflate at 0"):
+    with step("given the default pool, seven DaemonSets on this test's nodes and inflate at 0"):
         pool = nodepool_factory("default")
         labels = pool.template_labels
         other = f"{pool.name}-other"
@@ -514,14 +522,14 @@ def test_daemonset_overhead_follows_each_daemonsets_node_selection(nodepool_fact
         # 10 CPU), so a Karpenter counting any wrong set still plans a NodeClaim to read.
         inflate = inflate_factory(replicas=0, node_selector=labels, cpu=f"{POD_MILLI}m")
 
-    with allure.step("scale inflate to 1"):
+    with step("scale inflate to 1"):
         inflate.scale(1)
         nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
         claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
 
     counted = sorted(n for n, d in daemons.items() if d[1])
     want = (POD_MILLI + sum(daemons[n][0] for n in counted), 1 + len(counted))
-    with allure.step(f"expect the NodeClaim's requests to hold the pod and {', '.join(counted)}: "
+    with step(f"expect the NodeClaim's requests to hold the pod and {', '.join(counted)}: "
                      f"{want[0]}m CPU, {want[1]} pods"):
         got = {name: _requests(c) for name, c in claims.items()}
         # Each daemon's CPU is one bit of the planned CPU beyond the pod's.
@@ -531,7 +539,7 @@ def test_daemonset_overhead_follows_each_daemonsets_node_selection(nodepool_fact
             f"NodeClaim requests (CPU millicores, pods) by node {got} for one {POD_MILLI}m pod: " \
             f"expected {want} (the pod and {counted}); by its CPU Karpenter counted {by_cpu}"
 
-    with allure.step("expect the DaemonSet controller to run exactly the counted ones there"):
+    with step("expect the DaemonSet controller to run exactly the counted ones there"):
         # Karpenter's rule must agree with where the DaemonSets really run.
         _daemons_scheduled(expect, inflate.namespace, {n: int(d[1]) for n, d in daemons.items()})
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
@@ -544,7 +552,7 @@ def test_arch_specific_daemonset_is_counted_only_on_its_arch(nodepool_factory, i
     """The Graviton pool (amd64 and arm64), a DaemonSet asking 1 CPU on its arm64 nodes only,
     and one 1-CPU pod of each arch: Karpenter sizes the arm64 pod's NodeClaim for the pod and
     the daemon (2 CPU), the amd64 one for the pod alone (1 CPU), and launches each arch's type."""
-    with allure.step("given the Graviton pool, a 1-CPU DaemonSet on its arm64 nodes and one "
+    with step("given the Graviton pool, a 1-CPU DaemonSet on its arm64 nodes and one "
                      "inflate per arch at 0"):
         pool = nodepool_factory("graviton")
         daemon = inflate_factory.daemonset("arm64-only", cpu="1",
@@ -553,14 +561,14 @@ def test_arch_specific_daemonset_is_counted_only_on_its_arch(nodepool_factory, i
                                           node_selector={**pool.template_labels, ARCH: arch})
                     for arch in ("amd64", "arm64")}
 
-    with allure.step("scale both to 1"):
+    with step("scale both to 1"):
         for inflate in inflates.values():
             inflate.scale(1)
         nodes = {arch: expect.node_of_each_pod(expect.eventually_pods_running(inflate, 1))[0]
                  for arch, inflate in inflates.items()}
         claims = expect.eventually_nodes_launched_by_karpenter(pool, list(nodes.values()))
 
-    with allure.step("expect the arm64 NodeClaim to count the daemon (2000m, 2 pods) and the "
+    with step("expect the arm64 NodeClaim to count the daemon (2000m, 2 pods) and the "
                      "amd64 one not (1000m, 1 pod), each launched as a type of its arch"):
         want = {"amd64": (1000, 1), "arm64": (2000, 2)}
         got = {arch: _requests(claims[node.metadata.name]) for arch, node in nodes.items()}
@@ -572,19 +580,19 @@ def test_arch_specific_daemonset_is_counted_only_on_its_arch(nodepool_factory, i
         assert all(a == arch for arch, (_, a) in launched.items()), \
             f"instance types launched by pod arch (type, its arch): {launched}"
 
-    with allure.step("expect the DaemonSet controller to run the daemon on the arm64 node alone"):
+    with step("expect the DaemonSet controller to run the daemon on the arm64 node alone"):
         _daemons_scheduled(expect, inflates["arm64"].namespace, {daemon: 1})
     timings.notes["instance_types"] = ", ".join(f"{a}: {t}" for a, (t, _) in launched.items())
 
 
 def planned_cpu(claims) -> dict[str, float]:
     """Each NodeClaim's CPU requests: what Karpenter scheduled onto it (pods and daemons)."""
-    return {c["metadata"]["name"]: float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"]))
+    return {view.name(c): float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"]))
             for c in claims}
 
 
 def running_on_karpenters_node(expect, pool, inflate, timings) -> None:
-    with allure.step("expect the pod Running on the node Karpenter launched"):
+    with step("expect the pod Running on the node Karpenter launched"):
         nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
@@ -620,7 +628,7 @@ def test_sidecars_and_pod_overhead_size_the_nodeclaim(nodepool_factory, inflate_
     500m init container started after it, and a RuntimeClass overhead of 250m: Karpenter sizes
     its NodeClaim for 1.75 CPU, the kube-scheduler's rule: the sidecar runs beside both the
     init container and the containers, and the overhead comes on top."""
-    with allure.step(f"given the default pool and inflate with a sidecar, an init container "
+    with step(f"given the default pool and inflate with a sidecar, an init container "
                      f"and RuntimeClass {runtime_class}"):
         pool = nodepool_factory("default")
         init = [{"name": "sidecar", "image": PAUSE, "restartPolicy": "Always",
@@ -632,10 +640,10 @@ def test_sidecars_and_pod_overhead_size_the_nodeclaim(nodepool_factory, inflate_
                                   extra_pod_spec={"initContainers": init,
                                                   "runtimeClassName": runtime_class})
 
-    with allure.step("scale inflate to 1"):
+    with step("scale inflate to 1"):
         inflate.scale(1)
 
-    with allure.step(f"expect Karpenter's plan: one NodeClaim requesting {POD_CPU:g} CPU"):
+    with step(f"expect Karpenter's plan: one NodeClaim requesting {POD_CPU:g} CPU"):
         expect.eventually_settled(pool, inflate)
         pods = inflate.pods()
         overhead = {p.metadata.name: (p.spec.overhead or {}).get("cpu") for p in pods}
@@ -659,7 +667,7 @@ def test_init_container_requests_size_the_nodeclaim(nodepool_factory, inflate_fa
     """A pod whose init container asks 3 CPU and whose container asks 100m: Karpenter sizes
     its NodeClaim for 3 CPU (the larger of the two, as the kube-scheduler counts), neither
     for 100m (init containers ignored) nor 3.1 (summed)."""
-    with allure.step(f"given the default pool and inflate (100m CPU) with an init container "
+    with step(f"given the default pool and inflate (100m CPU) with an init container "
                      f"asking {INIT_CPU} CPU"):
         pool = nodepool_factory("default")
         # The pause image exits at once with -v: an init container that completes anywhere.
@@ -668,10 +676,10 @@ def test_init_container_requests_size_the_nodeclaim(nodepool_factory, inflate_fa
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, cpu="100m",
                                   extra_pod_spec={"initContainers": init})
 
-    with allure.step("scale inflate to 1"):
+    with step("scale inflate to 1"):
         inflate.scale(1)
 
-    with allure.step(f"expect Karpenter's plan: one NodeClaim requesting {INIT_CPU} CPU"):
+    with step(f"expect Karpenter's plan: one NodeClaim requesting {INIT_CPU} CPU"):
         # Read once Karpenter is done, before the pod runs: a NodeClaim sized for 100m is too
         # small for the init container, the pod stays Pending, and that must fail here.
         expect.eventually_settled(pool, inflate)
@@ -698,7 +706,7 @@ def test_ephemeral_storage_requests_decide_how_many_pods_share_a_nodeclaim(
     small node takes all three, by storage at most two. Karpenter plans 2 NodeClaims, none
     planned for more storage than its type offers; a pod asking 24Gi, which no type has, gets
     no NodeClaim, and Karpenter says no type has enough resources."""
-    with allure.step(f"given the default pool, scratch (3 pods, 100m, {SCRATCH} ephemeral-"
+    with step(f"given the default pool, scratch (3 pods, 100m, {SCRATCH} ephemeral-"
                      f"storage) and oversized (1 pod, 100m, {OVERSIZED})"):
         # Limits raised: Karpenter counts an in-flight NodeClaim at its largest type against
         # them, and the workshop's 10 CPUs could refuse the second NodeClaim for that first.
@@ -708,11 +716,11 @@ def test_ephemeral_storage_requests_decide_how_many_pods_share_a_nodeclaim(
         oversized = inflate_factory("oversized", replicas=0, node_selector=pool.template_labels,
                                     cpu="100m", ephemeral_storage=OVERSIZED)
 
-    with allure.step("scale scratch to 3 and oversized to 1"):
+    with step("scale scratch to 3 and oversized to 1"):
         scratch.scale(3)
         oversized.scale(1)
 
-    with allure.step("expect Karpenter's plan: 2 NodeClaims, each within its type's storage"):
+    with step("expect Karpenter's plan: 2 NodeClaims, each within its type's storage"):
         # Read once Karpenter is done, before the pods run: a plan packing the three by CPU
         # leaves one Pending (kube-scheduler counts the node's storage), and that must fail
         # here, on the plan.
@@ -732,11 +740,11 @@ def test_ephemeral_storage_requests_decide_how_many_pods_share_a_nodeclaim(
         timings.notes["pods_per_nodeclaim"] = ", ".join(
             str(p["pods"]) for p in sorted(planned.values(), key=lambda p: p["pods"]))
 
-    with allure.step("expect the 3 pods Running on the nodes Karpenter launched for them"):
+    with step("expect the 3 pods Running on the nodes Karpenter launched for them"):
         nodes = list(expect.pods_on(expect.eventually_pods_running(scratch, 3)).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
 
-    with allure.step(f"expect no NodeClaim for the pod of {OVERSIZED}, and Karpenter to say why"):
+    with step(f"expect no NodeClaim for the pod of {OVERSIZED}, and Karpenter to say why"):
         waiting = [p.metadata.name for p in oversized.pods()]
         said = expect.eventually_karpenter_says(
             no_type_fits("ephemeral-storage", OVERSIZED),
@@ -774,7 +782,7 @@ def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory,
     """BATCH_IDLE_DURATION 5s, BATCH_MAX_DURATION 20s; 3 one-CPU pods arriving 2s apart:
     Karpenter creates nothing while they arrive, then one NodeClaim planned for all 3, no sooner
     than 5s after the last pod and no later than 20s (plus its solve) after the first."""
-    with allure.step("given the default pool and inflate at 0"):
+    with step("given the default pool and inflate at 0"):
         pool = nodepool_factory("default")
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
@@ -783,7 +791,7 @@ def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory,
         return Observation(not claims, f"NodeClaims {describe_claims(claims)}")
 
     for n in (1, 2, 3):
-        with allure.step(f"scale inflate to {n}: expect no NodeClaim for {ARRIVAL_GAP_S}s "
+        with step(f"scale inflate to {n}: expect no NodeClaim for {ARRIVAL_GAP_S}s "
                          f"(the batch still open)"):
             inflate.scale(n)
             expect.eventually(lambda n=n: Observation(len(expect.live_pods(inflate)) == n,
@@ -792,7 +800,7 @@ def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory,
             expect.consistently(no_nodeclaim, f"no NodeClaim while pod {n} of 3 is the last "
                                               f"to arrive", ARRIVAL_GAP_S)
 
-    with allure.step("expect one NodeClaim planned for all 3 pods, inside the batch bounds"):
+    with step("expect one NodeClaim planned for all 3 pods, inside the batch bounds"):
         expect.eventually_nodeclaims(pool, lambda cs: bool(cs), "a NodeClaim for the batch",
                                      BATCH_MAX_S + SOLVE_S)
         created = sorted(timestamp(p.metadata.creation_timestamp) for p in inflate.pods())
@@ -806,7 +814,7 @@ def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory,
                                  f"{describe_claims(claims)}"
         planned = claims[0]["spec"].get("resources", {}).get("requests", {}).get("pods")
         assert planned == "3", f"the NodeClaim was planned for {planned} pods, not 3"
-        at = timestamp(claims[0]["metadata"]["creationTimestamp"])
+        at = timestamp(view.meta(claims[0])["creationTimestamp"])
         timeline.band(last + BATCH_IDLE_S - 1, first + BATCH_MAX_S + SOLVE_S,
                       "the NodeClaim's window")
         assert last + BATCH_IDLE_S - 1 <= at <= first + BATCH_MAX_S + SOLVE_S, \

@@ -12,12 +12,15 @@ this scenario.
 import time
 from datetime import UTC, datetime
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.fixtures.nodepools import TERMINATE_FIRST_GATES, static
-from karpenter_e2e.fixtures.pacing import static_refill_s
+from karpenter_e2e.fixtures.scenario import (
+    TERMINATE_FIRST_GATES,
+    static,
+    static_refill_s,
+    step,
+    view,
+)
 
 FAULT = "KWOKUnhealthy"  # kwok/cloudprovider KWOKUnhealthyCondition
 TOLERATION_S = 30  # its RepairPolicy's TolerationDuration
@@ -49,18 +52,18 @@ def test_unhealthy_node_is_replaced_after_the_toleration(nodepool_factory, infla
     """A node of a one-pod pool turns unhealthy (KWOKUnhealthy=True, a repair policy with a
     30s toleration): Karpenter leaves it for the toleration, then replaces it: not before,
     not long after; the pod runs on the new node."""
-    with allure.step("given a pool with one inflate pod on one node"):
+    with step("given a pool with one inflate pod on one node"):
         pool = nodepool_factory("default")
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
         node = next(iter(expect.pods_on(expect.eventually_pods_running(inflate, 1))))
-        claims = {c["metadata"]["name"] for c in expect.nodeclaims(pool)}
+        claims = {view.name(c) for c in expect.nodeclaims(pool)}
 
-    with allure.step(f"set {FAULT}=True on the node"):
+    with step(f"set {FAULT}=True on the node"):
         since = inject_fault(expect.kube, node)
         eligible = since + TOLERATION_S
         timeline.mark(since, f"{FAULT}=True")
 
-    with allure.step(f"expect nothing disrupted for the {TOLERATION_S}s toleration, then the "
+    with step(f"expect nothing disrupted for the {TOLERATION_S}s toleration, then the "
                      f"node replaced within {ACT_S}s"):
         timeline.band(since, eligible - 1, f"toleration {TOLERATION_S}s: nothing disrupted")
         timeline.band(eligible - 1, eligible + ACT_S, f"repaired within {ACT_S}s")
@@ -68,7 +71,7 @@ def test_unhealthy_node_is_replaced_after_the_toleration(nodepool_factory, infla
             pool, claims, eligible, ACT_S, f"{FAULT}=True on {node} passed its {TOLERATION_S}s "
                                            f"toleration")
 
-    with allure.step("expect the unhealthy node gone and the pod Running elsewhere"):
+    with step("expect the unhealthy node gone and the pod Running elsewhere"):
         expect.watch_nodes_gone({node}, timeout=60, what=f"unhealthy node {node} to be gone")
         pods = expect.eventually_pods_running(inflate, 1)
         assert node not in expect.pods_on(pods), f"the pod is still on unhealthy {node}"
@@ -103,11 +106,11 @@ def test_a_static_pool_at_its_node_limit_keeps_its_unhealthy_node(nodepool_facto
     """TerminateFirstRepair off (the default); a node of a static pool at its node limit
     (replicas 2, limits.nodes 2) turns unhealthy: Karpenter keeps both NodeClaims through the
     30s toleration and the window in which node-repair shows it replacing a node (40s)."""
-    with allure.step(f"given a static pool at its node limit, {FAULT}=True on one node"):
+    with step(f"given a static pool at its node limit, {FAULT}=True on one node"):
         pool, claims, _, _, eligible = static_pool_with_an_unhealthy_node(
             nodepool_factory, expect, timeline)
 
-    with allure.step(f"expect nothing disrupted through the toleration and {ACT_S}s after it"):
+    with step(f"expect nothing disrupted through the toleration and {ACT_S}s after it"):
         # Karpenter's word for this, "static NodePool is at its node limit and cannot stage a
         # replacement", is a DisruptionBlocked event, and its recorder drops a DisruptionBlocked
         # event about a node for 2 minutes after the last one (the key is the reason and the
@@ -131,14 +134,14 @@ def test_terminate_first_repairs_a_static_pool_within_its_limit(nodepool_factory
                                                                 timeline, timings):
     """TerminateFirstRepair on; the same unhealthy node: after the toleration Karpenter deletes
     its NodeClaim first and the pool refills to 2 NodeClaims, never holding more than 2."""
-    with allure.step(f"given a static pool at its node limit, {FAULT}=True on one node"):
+    with step(f"given a static pool at its node limit, {FAULT}=True on one node"):
         pool, claims, sick, node, eligible = static_pool_with_an_unhealthy_node(
             nodepool_factory, expect, timeline)
 
     with expect.throughout(expect.nodeclaims_at_most(pool, 2),
                            f"NodePool {pool.name} to hold at most 2 NodeClaims (limits.nodes), "
                            "deleting ones included"):
-        with allure.step(f"expect the unhealthy NodeClaim deleted (not replaced first) within "
+        with step(f"expect the unhealthy NodeClaim deleted (not replaced first) within "
                          f"{ACT_S}s of the toleration, then the pool refilled"):
             timeline.band(eligible - 1, eligible + ACT_S, f"deleted within {ACT_S}s")
             acted = expect.consistently_untouched_then_acted(

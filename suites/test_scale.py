@@ -5,16 +5,22 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters.labels import INSTANCE_TYPE
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import Expect, pod_phase, price
-from karpenter_e2e.fixtures.nodepools import NodePool
-from karpenter_e2e.fixtures.settings import settings
-from karpenter_e2e.fixtures.timings import condition_time, provisioning, timestamp
-from karpenter_e2e.fixtures.workloads import Inflate
+from karpenter_e2e.fixtures.scenario import (
+    INSTANCE_TYPE,
+    Expect,
+    Inflate,
+    NodePool,
+    Observation,
+    condition_time,
+    pod_phase,
+    price,
+    provisioning,
+    settings,
+    step,
+    timestamp,
+)
 
 # Budgets, overridable like upstream's KARPENTER_PERF_THRESHOLDS (--karpenter-perf-thresholds or the
 # KARPENTER_E2E_PERF_THRESHOLDS variable, e.g. "scale_out=90,scale_in=1500"). scale_out is
@@ -59,7 +65,7 @@ class ScaleCase:
 
 
 def given_scale_case(nodepool_factory, inflate_factory, expect, **pool_overrides) -> ScaleCase:
-    with allure.step("given a wide pool and two workloads at 0"):
+    with step("given a wide pool and two workloads at 0"):
         pool = nodepool_factory("scale", **pool_overrides)
         small = inflate_factory("small", replicas=0, node_selector=pool.template_labels,
                                 cpu="900m", memory="3100Mi")
@@ -76,7 +82,7 @@ def test_thousand_pods_scale_out_and_back_in(nodepool_factory, inflate_factory,
     budget = {**DEFAULT_THRESHOLDS, **perf_thresholds}
     case = given_scale_case(nodepool_factory, inflate_factory, expect)
 
-    with allure.step("scale both to 500"):
+    with step("scale both to 500"):
         started = time.time()
         case.scale(1000)
         case.eventually_running(1000, timeout=900, poll=5)
@@ -85,7 +91,7 @@ def test_thousand_pods_scale_out_and_back_in(nodepool_factory, inflate_factory,
         nodes = expect.nodes(case.pool)
         types = Counter(n.metadata.labels[INSTANCE_TYPE] for n in nodes)
 
-    with allure.step("scale both to 0 and wait for the nodes to be consolidated away"):
+    with step("scale both to 0 and wait for the nodes to be consolidated away"):
         started = time.time()
         case.scale(0)
         case.eventually_consolidated(timeout=budget["scale_in"] + 60, poll=5)
@@ -96,7 +102,7 @@ def test_thousand_pods_scale_out_and_back_in(nodepool_factory, inflate_factory,
                    karpenter_peak_rss_mib=cluster.backend.karpenter_peak_memory_mib() or -1)
     timings.notes["types"] = ", ".join(f"{t}×{n}" for t, n in types.most_common())
 
-    with allure.step("expect both within their budgets"):
+    with step("expect both within their budgets"):
         # Polled every 5s, so each figure is up to 5s late.
         assert scale_out <= budget["scale_out"], \
             f"1000 pods Running after {scale_out:.0f}s, over the {budget['scale_out']:.0f}s budget"
@@ -117,7 +123,7 @@ def test_scale_case_measured_for_the_upgrade_gate(nodepool_factory, inflate_fact
     case = given_scale_case(nodepool_factory, inflate_factory, expect,
                             spec={"disruption": {"budgets": [{"nodes": "100%"}]}})
 
-    with allure.step(f"scale to {total} pods, Karpenter's /metrics sampled from here"):
+    with step(f"scale to {total} pods, Karpenter's /metrics sampled from here"):
         perf_barrier()  # in the upgrade gate: FROM and TO start together
         karpenter_process.start()
         case.scale(total)
@@ -128,7 +134,7 @@ def test_scale_case_measured_for_the_upgrade_gate(nodepool_factory, inflate_fact
         nodes = expect.nodes(case.pool)
         marks = provisioning(pods, expect.nodeclaims(case.pool), nodes)
 
-    with allure.step("scale both to 0 and wait for every node to be consolidated away"):
+    with step("scale both to 0 and wait for every node to be consolidated away"):
         scaled_in = time.time()
         case.scale(0)
         case.eventually_consolidated(timeout=DEFAULT_THRESHOLDS["scale_in"] + 60, poll=2)
@@ -137,7 +143,7 @@ def test_scale_case_measured_for_the_upgrade_gate(nodepool_factory, inflate_fact
     # Node removal as the ledger's watch saw it (the Node object is gone: no timestamp left).
     uses = node_ledger.uses()
     gone = [u.deleted for u in uses if u.deleted is not None]
-    with allure.step("expect Karpenter's figures read and every node seen to go"):
+    with step("expect Karpenter's figures read and every node seen to go"):
         process = karpenter_process.summary()  # raises when /metrics gave too few samples
         assert len(gone) == len(uses) >= len(nodes) > 0, \
             f"the node watch saw {len(uses)} nodes ({len(gone)} deleted); {len(nodes)} at scale-out"

@@ -2,12 +2,9 @@
 
 import time
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.settings import settings
+from karpenter_e2e.fixtures.scenario import Observation, settings, step, view
 
 pytestmark = pytest.mark.upgrade_gate
 
@@ -20,14 +17,14 @@ def test_upgrade_disrupts_no_node_and_no_pod(nodepool_factory, inflate_factory, 
     upgrade_to = settings(request.config).upgrade_to
     window = settings(request.config).upgrade_window
     from_version = cluster.info.versions["karpenter"]
-    with allure.step(f"given Karpenter {from_version}, the default pool and 5 running pods"):
+    with step(f"given Karpenter {from_version}, the default pool and 5 running pods"):
         pool = nodepool_factory("default")
         inflate = inflate_factory(replicas=5, node_selector=pool.template_labels)
         pods = {p.metadata.uid for p in expect.eventually_pods_running(inflate, 5)}
-        claims = {c["metadata"]["uid"] for c in expect.nodeclaims(pool)}
+        claims = {view.meta(c)["uid"] for c in expect.nodeclaims(pool)}
         nodes = {n.metadata.uid for n in expect.nodes(pool)}
 
-    with allure.step(f"upgrade Karpenter to {upgrade_to}: new CRDs first, then the controller"):
+    with step(f"upgrade Karpenter to {upgrade_to}: new CRDs first, then the controller"):
         started = time.time()
         cluster.backend.upgrade_karpenter(upgrade_to)
         if settings(request.config).upgrade_disrupt:
@@ -37,12 +34,12 @@ def test_upgrade_disrupts_no_node_and_no_pod(nodepool_factory, inflate_factory, 
                 "upgrade-gate/disruptive-step": "template-change"}}}}})
         upgraded = time.time() - started
 
-    with allure.step(f"expect the same NodeClaims, nodes and pods for {window:.0f}s, none drifted"):
+    with step(f"expect the same NodeClaims, nodes and pods for {window:.0f}s, none drifted"):
         def undisturbed() -> Observation:
             now_claims = expect.nodeclaims(pool)
-            drifted = [c["metadata"]["name"] for c in now_claims
+            drifted = [view.name(c) for c in now_claims
                        if (view.condition(c, "Drifted") or {}).get("status") == "True"]
-            now = ({c["metadata"]["uid"] for c in now_claims},
+            now = ({view.meta(c)["uid"] for c in now_claims},
                    {n.metadata.uid for n in expect.nodes(pool)},
                    {p.metadata.uid for p in expect.live_pods(inflate)
                     if p.status.phase == "Running"})

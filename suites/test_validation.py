@@ -12,19 +12,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-import allure
 import pytest
 from kubernetes.client.rest import ApiException
 
-from karpenter_e2e.clusters.labels import (
+from karpenter_e2e.fixtures.scenario import (
     FAMILY,
     HOSTNAME,
     INSTANCE_TYPE,
     MIN_VALUES_RELAXED,
     NODEPOOL as NODEPOOL_LABEL,
+    claim_requirement,
+    describe_claims,
+    narrow,
+    require,
+    requirements,
+    step,
+    view,
 )
-from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
-from karpenter_e2e.fixtures.nodepools import narrow, require, requirements
 
 
 def add_requirement(req: dict) -> Callable[[dict], None]:
@@ -36,7 +40,7 @@ def set_disruption(key: str, value: str) -> Callable[[dict], None]:
 
 
 def add_template_label(key: str, value: str) -> Callable[[dict], None]:
-    return lambda spec: spec["spec"]["template"]["metadata"]["labels"].update({key: value})
+    return lambda spec: view.labels(spec["spec"]["template"]).update({key: value})
 
 
 @dataclass(frozen=True)
@@ -94,13 +98,13 @@ def test_api_rejects_invalid_nodepools(nodepool_factory):
     """The default pool is accepted; with any one of the defects it is rejected (422) with the
     CRD's message. One test, one step per defect: each submission takes milliseconds, a test
     of its own seconds of set-up and teardown."""
-    with allure.step("given the default pool, accepted as it is (dry run)"):
+    with step("given the default pool, accepted as it is (dry run)"):
         refused = rejection(partial(nodepool_factory.dry_run, "default"))
         assert refused is None, f"the valid default pool was rejected: {api_message(refused)}"
 
     wrong = []
     for defect in DEFECTS:
-        with allure.step(f"submit it with {defect.what}: expect a 422 saying: {defect.message}"):
+        with step(f"submit it with {defect.what}: expect a 422 saying: {defect.message}"):
             spec = nodepool_factory.spec("default")
             defect.apply(spec)
             refused = rejection(partial(nodepool_factory.dry_run, spec))
@@ -129,22 +133,22 @@ def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_fact
     """A pool allowing 5 types with minValues 3 on the instance type; 2 one-CPU pods: Karpenter
     gives each pod its own NodeClaim with at least 3 types rather than one NodeClaim whose
     only fits are the 2 xlarges."""
-    with allure.step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
+    with step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
                      f"minValues {MIN_TYPES}"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(INSTANCE_TYPE, "In", *MIN_VALUES_TYPES, min_values=MIN_TYPES))
         pool = nodepool_factory(spec)
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
-    with allure.step("scale inflate to 2"):
+    with step("scale inflate to 2"):
         inflate.scale(2)
         pods = expect.eventually_pods_running(inflate, 2)
 
-    with allure.step(f"expect every NodeClaim to keep at least {MIN_TYPES} instance types"):
+    with step(f"expect every NodeClaim to keep at least {MIN_TYPES} instance types"):
         nodes = list(expect.pods_on(pods).values())
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         claims = expect.nodeclaims(pool)
-        too_few = {c["metadata"]["name"]: claim_requirement(c, INSTANCE_TYPE).get("values")
+        too_few = {view.name(c): claim_requirement(c, INSTANCE_TYPE).get("values")
                    for c in claims}
         too_few = {name: values for name, values in too_few.items()
                    if len(values or []) < MIN_TYPES}
@@ -169,7 +173,7 @@ def test_best_effort_relaxes_min_values_and_says_so(nodepool_factory, inflate_fa
     relaxed; then a pod selecting one of the types still gets a node, of that type, and its
     NodeClaim says minValues was relaxed (under Strict it stays Pending). One after the
     other: in one batch Karpenter may put both on the relaxed NodeClaim."""
-    with allure.step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
+    with step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
                      f"minValues {MIN_TYPES}, a workload selecting {NARROWED} and one not"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(INSTANCE_TYPE, "In", *MIN_VALUES_TYPES, min_values=MIN_TYPES))
@@ -178,24 +182,24 @@ def test_best_effort_relaxes_min_values_and_says_so(nodepool_factory, inflate_fa
                                  node_selector={**pool.template_labels, INSTANCE_TYPE: NARROWED})
         open_ = inflate_factory("open", replicas=0, node_selector=pool.template_labels)
 
-    with allure.step(f"scale the open workload to 1: expect a NodeClaim of at least "
+    with step(f"scale the open workload to 1: expect a NodeClaim of at least "
                      f"{MIN_TYPES} types, not relaxed"):
         open_.scale(1)
         node = next(iter(expect.pods_on(expect.eventually_pods_running(open_, 1)).values()))
         claim = expect.eventually_nodeclaim_of(pool, node)
         kept = claim_requirement(claim, INSTANCE_TYPE)
-        relaxed = (claim["metadata"].get("annotations") or {}).get(MIN_VALUES_RELAXED)
+        relaxed = (view.meta(claim).get("annotations") or {}).get(MIN_VALUES_RELAXED)
         assert len(kept.get("values") or []) >= MIN_TYPES and relaxed == "false", \
             f"{claim['metadata']['name']}: {kept}, {MIN_VALUES_RELAXED}={relaxed!r}"
 
-    with allure.step(f"scale the pinned workload to 1: expect a {NARROWED} whose NodeClaim "
+    with step(f"scale the pinned workload to 1: expect a {NARROWED} whose NodeClaim "
                      f"says minValues was relaxed"):
         pinned.scale(1)
         node = next(iter(expect.pods_on(expect.eventually_pods_running(pinned, 1)).values()))
         expect.eventually_nodes_launched_by_karpenter(pool, [node])
         assert node.metadata.labels[INSTANCE_TYPE] == NARROWED, node.metadata.labels[INSTANCE_TYPE]
         claim = expect.eventually_nodeclaim_of(pool, node)
-        relaxed = (claim["metadata"].get("annotations") or {}).get(MIN_VALUES_RELAXED)
+        relaxed = (view.meta(claim).get("annotations") or {}).get(MIN_VALUES_RELAXED)
         assert relaxed == "true", \
             f"{claim['metadata']['name']} ({claim_requirement(claim, INSTANCE_TYPE)}): " \
             f"{MIN_VALUES_RELAXED}={relaxed!r}, expected 'true'"

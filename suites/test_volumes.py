@@ -11,14 +11,17 @@ classes name a provisioner no controller serves, so what is asserted is Karpente
 
 import time
 
-import allure
 import pytest
 
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.labels import ZONE
-from karpenter_e2e.clusters.waits import Observation
-from karpenter_e2e.fixtures.expect import claim_requirement, describe_claims
-from karpenter_e2e.fixtures.nodepools import require
+from karpenter_e2e.fixtures.scenario import (
+    ZONE,
+    Observation,
+    claim_requirement,
+    describe_claims,
+    require,
+    step,
+    view,
+)
 
 NOBODY = "karpenter-e2e.test/nobody"  # a provisioner no controller serves
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"  # Karpenter reads a claim as bound by it
@@ -64,7 +67,7 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
     term, takes the second, and plans its NodeClaim for zone d alone (no provisioner binds
     that claim, so the pod is not expected to run; the node is, in d)."""
     a, b, c, d = four_zones(cluster)
-    with allure.step("given pools pv and sc; a static PV (zones a, b) bound to claim "
+    with step("given pools pv and sc; a static PV (zones a, b) bound to claim "
                      "static-data; a WaitForFirstConsumer class (terms [a] | [c, d]) and its "
                      "claim wffc-data"):
         pv_pool = nodepool_factory("default", name="pv")
@@ -80,7 +83,7 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
         on_sc = inflate_factory("on-sc", replicas=0, node_selector=sc_pool.own_nodes,
                                 claim="wffc-data", extra_pod_spec=requiring_zones(b, d))
 
-    with allure.step("given kube-controller-manager has bound static-data to the PV"):
+    with step("given kube-controller-manager has bound static-data to the PV"):
         # Karpenter ignores a claim with a volumeName until the PV controller marks the
         # binding complete (ValidatePersistentVolumeClaims), as kube-scheduler does.
         def bound() -> Observation:
@@ -92,11 +95,11 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
         expect.eventually(bound, f"claim static-data to be bound to PV {volume}",
                           expect.timeouts.api)
 
-    with allure.step("scale on-pv and on-sc to 1"):
+    with step("scale on-pv and on-sc to 1"):
         on_pv.scale(1)
         on_sc.scale(1)
 
-    with allure.step("expect Karpenter's plan: one NodeClaim per pool, pv's for zone b alone, "
+    with step("expect Karpenter's plan: one NodeClaim per pool, pv's for zone b alone, "
                      "sc's for zone d alone"):
         def launched() -> Observation:
             claims = {p.name: expect.nodeclaims(p) for p in (pv_pool, sc_pool)}
@@ -113,14 +116,14 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
             f"one In [{d}] (class [{a}] | [{c}, {d}] x pod {b}|{d}); Karpenter planned (pool: "
             f"zones per NodeClaim) {planned}")
 
-    with allure.step("expect on-pv's pod Running on the pv pool's node, in zone b"):
+    with step("expect on-pv's pod Running on the pv pool's node, in zone b"):
         nodes = list(expect.pods_on(expect.eventually_pods_running(on_pv, 1)).values())
         expect.eventually_nodes_launched_by_karpenter(pv_pool, nodes)
         expect.expect_nodes_satisfy(pv_pool, nodes)
         zones = {n.metadata.name: n.metadata.labels.get(ZONE) for n in nodes}
         assert list(zones.values()) == [b], f"on-pv's node by zone: {zones} (expected {b})"
 
-    with allure.step("expect the sc pool's NodeClaim to register a node in zone d"):
+    with step("expect the sc pool's NodeClaim to register a node in zone d"):
         def registered() -> Observation:
             cs = expect.nodeclaims(sc_pool)
             names = [view.status(c).get("nodeName") for c in cs
@@ -144,7 +147,7 @@ def test_pods_whose_claims_cannot_bind_get_no_nodeclaim(nodepool_factory, inflat
     requiring zone d: Karpenter launches for the control only, nothing more in the 20 s after
     that NodeClaim, and says why it ignores each of the two."""
     a, _, _, d = four_zones(cluster)
-    with allure.step("given the default pool, an Immediate class and its unbound claim, and "
+    with step("given the default pool, an Immediate class and its unbound claim, and "
                      "workloads control (zone a), missing-claim and immediate-claim (zone d)"):
         pool = nodepool_factory("default")
         immediate_class = inflate_factory.storage_class("immediate", NOBODY, "Immediate")
@@ -164,30 +167,30 @@ def test_pods_whose_claims_cannot_bind_get_no_nodeclaim(nodepool_factory, inflat
                                 r"be bound"),
         }
 
-    with allure.step("scale all three to 1"):
+    with step("scale all three to 1"):
         for workload, _ in ignored.values():
             workload.scale(1)
         control.scale(1)
         scaled = time.time()
 
-    with allure.step("expect the control's pod Running on a node Karpenter launched for it"):
+    with step("expect the control's pod Running on a node Karpenter launched for it"):
         nodes = list(expect.pods_on(expect.eventually_pods_running(control, 1)).values())
         claims = expect.eventually_nodes_launched_by_karpenter(pool, nodes)
         assert [planned_zones(c) for c in claims.values()] == [[a]], \
             f"the control's NodeClaim: {describe_claims(claims.values())}"
-        control_claim = next(iter(claims.values()))["metadata"]["name"]
+        control_claim = view.name(next(iter(claims.values())))
 
-    with allure.step(f"expect no other NodeClaim of the pool for {IGNORED_HOLD_S}s"):
+    with step(f"expect no other NodeClaim of the pool for {IGNORED_HOLD_S}s"):
         def only_control() -> Observation:
             cs = expect.nodeclaims(pool)
-            others = [c for c in cs if c["metadata"]["name"] != control_claim]
+            others = [c for c in cs if view.name(c) != control_claim]
             return Observation(not others, f"NodeClaims {describe_claims(cs)}, zones "
                                            f"{[planned_zones(c) for c in others]}")
 
         expect.consistently(only_control, f"no NodeClaim of {pool.name} but {control_claim}",
                             IGNORED_HOLD_S)
 
-    with allure.step("expect Karpenter to say why it ignores each of the two pods"):
+    with step("expect Karpenter to say why it ignores each of the two pods"):
         for name, (workload, pattern) in ignored.items():
             pods = [p.metadata.name for p in expect.live_pods(workload)]
             message = expect.eventually_karpenter_says(pattern, workload.namespace, about=pods,

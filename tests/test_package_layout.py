@@ -96,3 +96,22 @@ def test_the_wheel_holds_every_package_and_each_imports_from_it(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(site)})
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_the_suites_import_the_harness_through_its_one_front_door():
+    """Scenarios speak one vocabulary (karpenter_e2e.fixtures.scenario): no other module of
+    the harness, no Allure (a step is scenario.step), no raw ["metadata"] reads (the object
+    view reads them)."""
+    suites = Path(__file__).resolve().parent.parent / "suites"
+    bad = []
+    for path in sorted(suites.glob("*.py")):
+        text = path.read_text()
+        for node in ast.walk(ast.parse(text)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            for mod in mods:
+                if (mod.startswith("karpenter_e2e") and mod != "karpenter_e2e.fixtures.scenario") \
+                        or mod.split(".")[0] == "allure":
+                    bad.append(f"{path.name}:{node.lineno}: imports {mod}")
+        bad += [f"{path.name}: reads ['metadata'] raw" for _ in [1] if '["metadata"]' in text]
+    assert not bad, "\n".join(bad)
