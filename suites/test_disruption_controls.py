@@ -10,7 +10,14 @@ import time
 
 import pytest
 
-from karpenter_e2e.fixtures.scenario import ONE_PER_NODE, Observation, step, view
+from karpenter_e2e.fixtures.scenario import (
+    ONE_PER_NODE,
+    POLLING_PERIOD_S,
+    VALIDATION_DELAY_S,
+    Observation,
+    step,
+    view,
+)
 
 # These scenarios wait on Karpenter's disruption loop, which acts on one command at a time for
 # the whole cluster: one of them at a time per Karpenter (the runner's lanes; README).
@@ -21,7 +28,7 @@ EMPTY_AT_ONCE = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s"}
 # Unblocked, an empty node with consolidateAfter 0s is deleted within a disruption poll (10s)
 # plus the 15s command validation; a replacement's first act (a new NodeClaim) comes about as
 # soon (25 s at most). Holding 45 s without either leaves a wide margin.
-HOLD_S = 45
+HOLD_S = POLLING_PERIOD_S + VALIDATION_DELAY_S + 20
 # Once lifted: a poll, the validation, and for replacements a launch and a drain: measured
 # 53-56s for underutilized consolidation (consolidation-underutilized).
 UNBLOCKED_S = 120
@@ -281,7 +288,7 @@ def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, infla
 
 # Unblocked, Karpenter acts within a disruption poll (10s) plus the 15s command validation;
 # 20 s more for a busy 2-core machine: measured 14-27 s (see the README's timings).
-ACT_S = 45
+ACT_S = POLLING_PERIOD_S + VALIDATION_DELAY_S + 20
 
 
 @pytest.mark.nightly  # the window ends on a minute: 35-95 s of hold, 2-3 min in all

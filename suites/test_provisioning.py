@@ -10,6 +10,7 @@ from kubernetes.utils import parse_quantity
 from karpenter_e2e.fixtures.scenario import (
     ARCH,
     AWS,
+    BATCH_MAX_S as DEFAULT_BATCH_MAX_S,
     CAPACITY_TYPE,
     INSTANCE_TYPE,
     NODEPOOL,
@@ -290,7 +291,7 @@ def test_nodepool_memory_limit_is_never_exceeded(nodepool_factory, inflate_facto
 
 
 NODE_LIMIT = 2
-NODE_LIMIT_HOLD_S = 30  # a launch past the limit comes with the first batch after scaling (~10s)
+NODE_LIMIT_HOLD_S = 3 * DEFAULT_BATCH_MAX_S  # a launch past the limit comes with the first batch
 
 
 @pytest.mark.scenario("node-limit")
