@@ -97,3 +97,34 @@ def test_check_refuses_a_replay_it_cannot_start(tmp_path, capsys):
     assert "give one of: a folder of manifests, or --snapshot DIR" in capsys.readouterr().err
     assert cli.main(["--snapshot", str(tmp_path), "--window", "soon"]) == cli.EXIT_BAD_INPUT
     assert "not a Go duration" in capsys.readouterr().err
+
+
+def test_a_synthetic_snapshot_at_scale_is_consistent_and_replayable(tmp_path):
+    from collections import defaultdict
+
+    from kubernetes.utils.quantity import parse_quantity
+
+    from karpenter_e2e.checks import snapshot, synthetic
+    about, objects = synthetic.make(300, 3000, seed="t")
+    assert synthetic.make(300, 3000, seed="t") == (about, objects)  # the seed reproduces it
+    assert len(objects["Node"]) == len(objects["NodeClaim"]) == 300
+    # pods fill the nodes to 40-90 %: what finds no room is left out, and said
+    assert 2700 <= len(objects["Pod"]) <= 3000
+    assert f"{len(objects['Pod'])} of 3000 pods placed" in about["source"]
+    nodes = {n["metadata"]["name"]: n for n in objects["Node"]}
+    used = defaultdict(float)
+    for p in objects["Pod"]:
+        used[p["spec"]["nodeName"]] += float(parse_quantity(
+            p["spec"]["containers"][0]["resources"]["requests"]["cpu"]))
+    for name, cpu in used.items():  # every node holds its pods and the 100m daemon
+        assert cpu + 0.1 <= float(parse_quantity(nodes[name]["status"]["allocatable"]["cpu"])), name
+    assert {n["metadata"]["labels"]["karpenter.sh/capacity-type"] for n in nodes.values()} == \
+        {"on-demand", "spot"}
+    assert len({n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes.values()}) \
+        == len(synthetic.ZONES)
+    snapshot.write(objects, about, tmp_path)
+    _, back = snapshot.load(tmp_path)
+    for claim in back["NodeClaim"]:
+        body = replay._claim_body(claim, nodes[claim["status"]["nodeName"]],
+                                  {"karpenter.sh/nodepool-hash": "h"}, NODECLASS)
+        assert len([r for r in body["spec"]["requirements"] if len(r["values"]) == 1]) >= 3
