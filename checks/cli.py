@@ -255,6 +255,11 @@ def _replay(args) -> int:
         return EXIT_INTERRUPTED
     except ClusterError as exc:
         return _cluster_error(args, exc)
+    except Exception as exc:  # noqa: BLE001 - exit 1 would read "not reproduced"
+        logging.getLogger("karpenter_e2e.check").exception("replay broke")
+        print(f"check: no verdict, the replay itself failed ({type(exc).__name__}: {exc}); the "
+              f"cluster was taken down", file=sys.stderr)
+        return EXIT_CLUSTER
 
 
 def _side(args, base: Base | None, base_plan: Plan | None, base_note: str, the_plan: Plan,

@@ -133,9 +133,9 @@ class Replayer:
     def pools_and_nodes(self) -> Rebuilt:
         out = Rebuilt()
         group, version, kind = self.nodeclass
-        for nc in self.objects.get("NodeClass", []):
+        for nc in self.objects.get("NodeClass", []):  # local mode brings up a "default" one
             self.make({"apiVersion": f"{group}/{version}", "kind": kind,
-                       "metadata": {"name": nc["metadata"]["name"]}})
+                       "metadata": {"name": nc["metadata"]["name"]}}, exists_ok=True)
         for pool in self.objects.get("NodePool", []):
             self.make(_pool_body(pool, self.nodeclass))
         hashes = eventually(self._pool_hashes, what="every NodePool to carry Karpenter's hash",

@@ -2,8 +2,8 @@
 large snapshot made up (docs/replay.md), in the format checks/snapshot.py writes, for
 replays at scale: two NodePools (on-demand c/m/r, spot), nodes of mixed families, sizes,
 zones and capacity types, each with its NodeClaim; Deployments' ReplicaSets whose pods fill
-the nodes to 40-90 % of their CPU, some under PDBs, some do-not-disrupt; a DaemonSet on every
-node. Instance types come from the curated catalogue (clusters/infra/catalogue.py), so a
+the nodes to 40-90 % of their CPU, some under PDBs (a quarter of those maxUnavailable 0),
+some do-not-disrupt; a DaemonSet on every node. Instance types come from the curated catalogue (clusters/infra/catalogue.py), so a
 replay on the full catalogue finds each of them.
 """
 
@@ -79,7 +79,7 @@ def make(nodes: int, pods: int, seed: str = "synthetic") -> tuple[dict, dict[str
                                                        "spec": {"containers": [{"name": "agent",
                                                                 "resources": {"requests": {"cpu": "100m"}}}],
                                                                 "tolerations": [{"operator": "Exists"}]}}}})
-    apps = max(1, pods // 40)
+    apps = max(3, pods // 10)  # a workload per ten pods
     placed = 0
     for a in range(apps):
         name, ns = f"app-{a:03d}", f"team-{a % 12:02d}"
@@ -113,11 +113,12 @@ def make(nodes: int, pods: int, seed: str = "synthetic") -> tuple[dict, dict[str
                                                "template": {"metadata": {"labels": labels}, "spec": {
                                                    "containers": [{"name": "app", "resources": {
                                                        "requests": {"cpu": f"{cpu}m"}}}]}}}})
-        if rng.random() < 0.3:
+        if rng.random() < 0.3:  # a PDB; one in four of them allows no eviction at all
             objects["PodDisruptionBudget"].append({
                 "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                 "metadata": {"name": name, "namespace": ns},
-                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": name}}}})
+                "spec": {"maxUnavailable": 0 if rng.random() < 0.25 else 1,
+                         "selector": {"matchLabels": {"app": name}}}})
     about = {"taken": "synthetic", "seed": seed, "karpenter": {"version": "unknown", "settings": {}},
              "source": f"checks/synthetic.py: {nodes} nodes, {placed} of {pods} pods placed"}
     return about, objects
