@@ -3,8 +3,8 @@ large snapshot made up (docs/replay.md), in the format checks/snapshot.py writes
 replays at scale: two NodePools (on-demand c/m/r, spot), nodes of mixed families, sizes,
 zones and capacity types, each with its NodeClaim; Deployments' ReplicaSets whose pods fill
 the nodes to 40-90 % of their CPU, some under PDBs (a quarter of those maxUnavailable 0),
-some do-not-disrupt; a DaemonSet on every node. Instance types come from the curated catalogue (clusters/infra/catalogue.py), so a
-replay on the full catalogue finds each of them.
+some do-not-disrupt; a DaemonSet on every node. Instance types come from the curated
+catalogue (clusters/infra/catalogue.py), so a replay on the full catalogue finds each of them.
 """
 
 from __future__ import annotations
