@@ -394,12 +394,15 @@ def _cost(r: Replayer) -> float:
 
 
 def _blocked(rec) -> dict[str, list[str]]:
-    """Every reason Karpenter gave for leaving a node alone (DisruptionBlocked), per node."""
+    """Every reason Karpenter gave for leaving a node alone (DisruptionBlocked), per node:
+    Karpenter publishes each on the Node and on its NodeClaim; the Node's name is kept."""
+    node_of = {m.claim: m.node for m in rec.machines if m.claim and m.node}
     out: dict[str, list[str]] = {}
-    for (kind, name), evs in rec.events.items():
+    for (kind, name), evs in sorted(rec.events.items()):
+        node = node_of.get(name, name) if kind == "NodeClaim" else name
         for ev in evs:
-            if ev["reason"] == "DisruptionBlocked" and ev["message"] not in out.get(name, []):
-                out.setdefault(f"{kind} {name}", []).append(ev["message"])
+            if ev["reason"] == "DisruptionBlocked" and ev["message"] not in out.get(node, []):
+                out.setdefault(node, []).append(ev["message"])
     return out
 
 
@@ -416,5 +419,5 @@ def _acted(result: dict, window_s: float) -> str:
         lines.append("Nothing disrupted.")
     if result["blocked"]:
         lines += ["", "Left alone, and why (Karpenter's DisruptionBlocked events):", ""]
-        lines += [f"- {obj}: {'; '.join(msgs)}" for obj, msgs in sorted(result["blocked"].items())]
+        lines += [f"- {node}: {'; '.join(msgs)}" for node, msgs in sorted(result["blocked"].items())]
     return "\n".join(lines) + "\n"
