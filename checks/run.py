@@ -258,6 +258,7 @@ class Check:
         result["oracles"] = verdict.to_dict()
         # What Karpenter decided, as two releases' runs of this folder compare (--compare-version)
         result["decisions"] = decisions.record(record, verdict).to_dict()
+        report.write(result, self.out_dir)  # check.json with the verdict and the decisions
         result["passed"] = result["passed"] and not verdict.failed
         return result
 

@@ -210,6 +210,9 @@ class Change:
     fields: tuple[str, ...]  # decision record fields it changes
     title: str
     ref: str
+    # what the workload must use for the change to touch it (a decision record's traits,
+    # fixtures/decisions.py traits()); "" when the harness cannot tell, so it always may
+    needs: str = ""
 
 
 _SIZING = ("nodeclaims", "instance_types", "requests", "cost_per_hour")
@@ -219,7 +222,8 @@ CHANGES: tuple[Change, ...] = (
            "pkg/controllers/provisioning/scheduling/volumetopology.go: pv.kubernetes.io/bind-completed"),
     Change("v1.11.0", ("nodeclaims", "pending"),
            "limits.nodes held when pods arrive together",
-           "pkg/controllers/provisioning/provisioner.go: the node limit in the round"),
+           "pkg/controllers/provisioning/provisioner.go: the node limit in the round",
+           needs="node-limits"),
     Change("v1.11.0", ("nodeclaims", "pending", "zones"),
            "a spread's domains only from the NodePools the pod can select (reverted in v1.11.1)",
            "v1.11.0 pkg/controllers/provisioning/scheduling/topologydomaingroup.go: DomainSource"),
@@ -233,11 +237,13 @@ CHANGES: tuple[Change, ...] = (
            "DaemonSet overhead per instance-type group: a DaemonSet counted only where it can run "
            "(arch, selectors on karpenter.sh/registered and initialized)",
            "pkg/controllers/provisioning/scheduling/scheduler.go: buildDaemonOverheadGroups; "
-           "pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go"),
+           "pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go", needs="daemonsets"),
     Change("v1.14.1", ("disruptions",),
            "Balanced's EstimatedSavings prices a replacement only at offerings it may launch",
-           "pkg/controllers/disruption/types.go: EstimatedSavings (used by balanced.go)"),
+           "pkg/controllers/disruption/types.go: EstimatedSavings (used by balanced.go)",
+           needs="balanced"),
     Change("v1.15.0", ("disruptions",),
            "a NodePool's consolidateAfter defaults to 0s when its disruption block omits it",
-           f"{NODEPOOL_CRD}: spec.disruption.consolidateAfter default"),
+           f"{NODEPOOL_CRD}: spec.disruption.consolidateAfter default",
+           needs="consolidate-after-omitted"),
 )

@@ -62,8 +62,11 @@ def test_a_difference_no_behaviour_change_names_is_suspect_and_one_it_names_is_e
     assert found[("instance_types", "m5.large")].status == "suspect"
     assert found[("instance_types", "m5.xlarge")].a is None
     assert decisions.suspects(list(found.values()))
-    # across v1.14.0, DaemonSet overhead groups change the sizing: expected, cited
+    # across v1.14.0, DaemonSet overhead groups change the sizing of workloads with daemons:
+    # expected, cited; without a DaemonSet the same difference is suspect
     a, b = run("v1.13.0"), run("v1.14.0", itype="m5.xlarge")
+    assert {x.status for x in diff(a, b) if x.field == "instance_types"} == {"suspect"}
+    a.traits = b.traits = ["daemonsets"]
     d = {(x.field, x.key): x for x in diff(a, b)}[("instance_types", "m5.xlarge")]
     assert d.status == "expected" and "buildDaemonOverheadGroups" in d.why
     # the direction does not matter: a downgrade straddles the same change
