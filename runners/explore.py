@@ -69,27 +69,34 @@ def read_outcome(code: int, reports: Path) -> Outcome:
 
 
 def run_case(case: explore.Case, folder: Path, args) -> Outcome:
-    """``check`` on the case's folder, as the person reproducing it would run it."""
-    if folder.exists():
-        shutil.rmtree(folder)
+    """``check`` on the case's folder (manifests only: check reads every YAML file under it),
+    its reports and log beside it in FOLDER.reports/, as the person reproducing it would run it."""
+    reports = reports_of(folder)
+    for old in (folder, reports):
+        if old.exists():
+            shutil.rmtree(old)
     explore.write(case, folder)
     cmd = reproduce(folder, args)
     print("$", " ".join(cmd), flush=True)
     children = Children()
     try:
-        kid = children.start(Child(folder.name, cmd, folder / "check.log", cwd=ROOT))
+        kid = children.start(Child(folder.name, cmd, reports / "check.log", cwd=ROOT))
         assert kid is not None
         code = kid.wait()
     except BaseException:  # Ctrl-C: the check takes its cluster down first
         children.interrupt()
         raise
-    return read_outcome(code, folder / "reports")
+    return read_outcome(code, reports)
+
+
+def reports_of(folder: Path) -> Path:
+    return folder.with_name(folder.name + ".reports")
 
 
 def reproduce(folder: Path, args) -> list[str]:
     cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", args.cluster,
            "--cluster-name", "explore", "--karpenter-version", args.from_v,
-           "--reports-dir", str(folder / "reports")]
+           "--reports-dir", str(reports_of(folder))]
     return cmd + (["--compare-version", args.to_v] if args.to_v else [])
 
 
@@ -104,9 +111,9 @@ def shrink(case: explore.Case, found: Outcome, folder: Path, args) -> tuple[expl
             if runs >= args.shrink_budget:
                 break
             runs += 1
-            got = run_case(candidate, folder / f"shrink-{runs}", args)
+            got = run_case(candidate, folder.parent / f"shrink-{runs}", args)
             if got.code == EXIT_BAD_INPUT:
-                raise SystemExit(f"explore: check refused a shrunk case ({folder}/shrink-{runs}): "
+                raise SystemExit(f"explore: check refused a shrunk case ({folder.parent}/shrink-{runs}): "
                                  "a generator defect")
             if got.signature & want:
                 print(f"explore: shrunk ({candidate.size} < {case.size}): {candidate.describe()}",
@@ -141,15 +148,15 @@ def main(argv: list[str] | None = None) -> int:
         case = explore.generate(seed, i)
         print(f"explore: case {i} (seed {seed}): {case.describe()}", flush=True)
         started = time.monotonic()
-        got = run_case(case, out / f"case-{i}", args)
+        got = run_case(case, out / f"case-{i}" / "case", args)
         if got.code == EXIT_BAD_INPUT:
-            print(f"explore: check refused case {i} ({out}/case-{i}/check.log): a generator "
+            print(f"explore: check refused case {i} ({out}/case-{i}/case.reports/check.log): a generator "
                   "defect", file=sys.stderr)
             return 2
         minimal, runs = "", 0
         if got.signature:
             found_any = True
-            small, runs = shrink(case, got, out / f"case-{i}", args)
+            small, runs = shrink(case, got, out / f"case-{i}" / "case", args)
             folder = explore.write(small, out / f"case-{i}" / "minimal")
             (folder / "README.md").write_text(
                 f"# explore {seed}, case {i}: {got.said()}\n\n{small.describe()}\n\n"

@@ -74,3 +74,13 @@ def test_an_outcome_reads_each_side_and_the_suspect_differences(tmp_path):
     assert got.signature == {"oracle daemons-fit", "differs rounds"}
     assert got.said() == "daemons-fit on v1.15.0; suspect: rounds: 1 -> 2"
     assert runner.read_outcome(0, tmp_path / "none").said() == "clean"
+
+
+def test_a_cases_reports_live_beside_it_not_in_it(tmp_path):
+    """check reads every YAML file under a folder: a report inside would be read as manifests."""
+    import argparse
+    folder = tmp_path / "case-0" / "case"
+    args = argparse.Namespace(cluster="local", from_v="v1.14.3", to_v="v1.15.0")
+    cmd = runner.reproduce(folder, args)
+    assert cmd[cmd.index("--reports-dir") + 1] == str(tmp_path / "case-0" / "case.reports")
+    assert cmd[-2:] == ["--compare-version", "v1.15.0"]
