@@ -182,7 +182,8 @@ def test_base_reports_the_added_pool(cluster, tmp_path):
     md = summary.read_text()
     assert md.startswith("### Karpenter check:") and "pool `spot` (added)" in md
     assert "`main` (" in md  # the ref and its commit
-    assert junit.read_text().count("<testcase") == 1 + len(head["expectations"])
+    # settling, each expectation, and the oracles' verdict
+    assert junit.read_text().count("<testcase") == 2 + len(head["expectations"])
 
 
 def test_a_check_leaves_nothing_running(tmp_path):
