@@ -39,6 +39,8 @@ class Outcome:
     oracles: dict[str, list[str]] = field(default_factory=dict)  # release -> oracle names
     suspect: list[str] = field(default_factory=list)  # "field key: a -> b"
     reports: str = ""
+    # suspect differences whose field also differed between two runs of TO: its noise floor
+    noise: list[str] = field(default_factory=list)
 
     @property
     def signature(self) -> set[str]:
@@ -49,6 +51,7 @@ class Outcome:
     def said(self) -> str:
         parts = [f"{', '.join(n)} on {r}" for r, n in self.oracles.items() if n]
         parts += [f"suspect: {s}" for s in self.suspect]
+        parts += [f"within TO's own variation: {s}" for s in self.noise][:3]
         return "; ".join(parts) or ("clean" if self.code in (0, 1) else f"no verdict (exit {self.code})")
 
 
@@ -69,18 +72,32 @@ def read_outcome(code: int, reports: Path) -> Outcome:
 
 
 def run_case(case: explore.Case, folder: Path, args) -> Outcome:
+    """The case on FROM and TO; when they differ, TO against itself too: a field that also
+    varies between two runs of TO is that workload's noise, not the release's."""
+    got = _check(case, folder, args, args.from_v)
+    if args.to_v and got.suspect and got.code != EXIT_BAD_INPUT:
+        floor = _check(None, folder, args, args.to_v, reports=folder.with_name(folder.name + ".floor"))
+        varies = {s.split(":")[0].split(" ")[0] for s in floor.suspect}
+        got.noise = [s for s in got.suspect if s.split(":")[0].split(" ")[0] in varies]
+        got.suspect = [s for s in got.suspect if s not in got.noise]
+    return got
+
+
+def _check(case: explore.Case | None, folder: Path, args, first: str,
+           reports: Path | None = None) -> Outcome:
     """``check`` on the case's folder (manifests only: check reads every YAML file under it),
     its reports and log beside it in FOLDER.reports/, as the person reproducing it would run it."""
-    reports = reports_of(folder)
-    for old in (folder, reports):
+    reports = reports or reports_of(folder)
+    for old in ((folder, reports) if case is not None else (reports,)):
         if old.exists():
             shutil.rmtree(old)
-    explore.write(case, folder)
-    cmd = reproduce(folder, args)
+    if case is not None:
+        explore.write(case, folder)
+    cmd = reproduce(folder, args, first, reports)
     print("$", " ".join(cmd), flush=True)
     children = Children()
     try:
-        kid = children.start(Child(folder.name, cmd, reports / "check.log", cwd=ROOT))
+        kid = children.start(Child(reports.name, cmd, reports / "check.log", cwd=ROOT))
         assert kid is not None
         code = kid.wait()
     except BaseException:  # Ctrl-C: the check takes its cluster down first
@@ -93,10 +110,10 @@ def reports_of(folder: Path) -> Path:
     return folder.with_name(folder.name + ".reports")
 
 
-def reproduce(folder: Path, args) -> list[str]:
+def reproduce(folder: Path, args, first: str | None = None, reports: Path | None = None) -> list[str]:
     cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", args.cluster,
-           "--cluster-name", "explore", "--karpenter-version", args.from_v,
-           "--reports-dir", str(reports_of(folder))]
+           "--cluster-name", "explore", "--karpenter-version", first or args.from_v,
+           "--reports-dir", str(reports or reports_of(folder))]
     return cmd + (["--compare-version", args.to_v] if args.to_v else [])
 
 

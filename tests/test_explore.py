@@ -84,3 +84,22 @@ def test_a_cases_reports_live_beside_it_not_in_it(tmp_path):
     cmd = runner.reproduce(folder, args)
     assert cmd[cmd.index("--reports-dir") + 1] == str(tmp_path / "case-0" / "case.reports")
     assert cmd[-2:] == ["--compare-version", "v1.15.0"]
+
+
+def test_a_difference_that_to_shows_against_itself_is_noise_not_a_finding(monkeypatch, tmp_path):
+    import argparse
+    calls = []
+
+    def fake(case, folder, args, first, reports=None):
+        calls.append(first)
+        if first == "v1.14.3":  # FROM against TO
+            return runner.Outcome(1, suspect=["instance_types m5.large: 1 -> None",
+                                              "rounds: 1 -> 2"])
+        return runner.Outcome(1, suspect=["instance_types m6a.xlarge: None -> 1"])  # TO twice
+    monkeypatch.setattr(runner, "_check", fake)
+    args = argparse.Namespace(cluster="local", from_v="v1.14.3", to_v="v1.15.0")
+    got = runner.run_case(explore.generate(SEED, 0), tmp_path / "case", args)
+    assert calls == ["v1.14.3", "v1.15.0"]
+    assert got.suspect == ["rounds: 1 -> 2"] and got.signature == {"differs rounds"}
+    assert got.noise == ["instance_types m5.large: 1 -> None"]
+    assert "within TO's own variation: instance_types" in got.said()
