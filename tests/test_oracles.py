@@ -389,6 +389,29 @@ def test_a_pod_left_out_of_a_round_it_was_waiting_for_is_a_finding():
     assert case("ns/p1, ns/a, ns/b, ns/c, ns/d and 3 other(s)") == []  # not all named: no verdict
 
 
+def test_a_pod_kube_scheduler_nominated_a_node_is_not_left_out_of_karpenters_round():
+    """Seen in make e2e (volume-zones): kube-scheduler set the pod's nominatedNodeName while
+    its binding waited for the volume; pod.IsProvisionable leaves such a pod out of Karpenter's
+    rounds, rightly."""
+    start = T0 + 10
+
+    def case(nominated_at):
+        waiting = pod("p2", T0 + 1, sched=UNSCHED)
+        entries = [(T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED)),
+                   (T0 + 1, "pods", "ADDED", waiting),
+                   *[(T0 + 11, "events", "ADDED", event("Nominated", "Pod", f"p{i}", T0 + 11,
+                                                        "Pod should schedule on: nodeclaim/c"))
+                     for i in (1, 2)]]
+        if nominated_at is not None:
+            entries.append((nominated_at, "pods", "MODIFIED", {**waiting, "nominated": "n9"}))
+        log = _line("INFO", "found provisionable pod(s)", Pods="ns/p1", duration="2ms",
+                    time=_iso_ms(start + 0.002))
+        return findings(recording(*entries, end=T0 + 60), log_text=log)
+    assert case(None) == ["plans-honest"]
+    assert case(T0 + 8) == []
+    assert case(T0 + 30) == ["plans-honest"]  # nominated long after the round: no excuse
+
+
 def _iso_ms(t):
     import datetime as dt
     return dt.datetime.fromtimestamp(t, dt.UTC).isoformat(timespec="milliseconds").replace(
