@@ -258,8 +258,8 @@ class Check:
         result["oracles"] = verdict.to_dict()
         # What Karpenter decided, as two releases' runs of this folder compare (--compare-version)
         result["decisions"] = decisions.record(record, verdict).to_dict()
-        report.write(result, self.out_dir)  # check.json with the verdict and the decisions
         result["passed"] = result["passed"] and not verdict.failed
+        report.write(result, self.out_dir)  # check.json again: with the verdict and the decisions
         return result
 
     def _mapped(self, ms: list[Manifest], nodeclass: tuple[str, str, str]) -> list[Manifest]:
