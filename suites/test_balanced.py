@@ -113,7 +113,7 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
     small node and its 6 pods), a score of 0.26."""
     pools, small, big = {}, {}, {}
     with step("given a WhenEmptyOrUnderutilized and a Balanced pool, each with 6 pods "
-                     "on a small node, then one 20-CPU pod on a big node"):
+              "on a small node, then one 20-CPU pod on a big node"):
         for policy in ("WhenEmptyOrUnderutilized", "Balanced"):
             pools[policy] = nodepool_factory(pool_spec(policy), name=policy.lower())
             small[policy] = inflate_factory(f"small-{policy.lower()}", replicas=6,
@@ -133,7 +133,7 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
         settled = time.time()
 
     with step("once Karpenter has marked all four nodes Consolidatable and its "
-                     "nominations have run out, change the Balanced pool's limits"):
+              "nominations have run out, change the Balanced pool's limits"):
         expect.eventually(lambda: all_consolidatable(expect, pools.values()),
                           "every NodeClaim of both pools to be Consolidatable",
                           timeout=CONSOLIDATE_AFTER + 30)

@@ -140,7 +140,7 @@ def test_capacity_overlay_decides_the_instance_type(nodepool_factory, inflate_fa
     """A NodeOverlay gives one type of the pool an extended resource; a pod asking for it gets
     a NodeClaim of that type alone (Karpenter's pick, in the NodeClaim's requirements)."""
     with step(f"given the default pool and an overlay adding {OVERLAY_RESOURCE} to "
-                     f"{OVERLAY_TYPE} in it"):
+              f"{OVERLAY_TYPE} in it"):
         pool = nodepool_factory("default")
         nodepool_factory.overlay("dongle", {
             "requirements": [require(NODEPOOL, "In", pool.name),
@@ -183,7 +183,7 @@ def test_price_overlay_changes_karpenters_pick(nodepool_factory, inflate_factory
     replaces the c5.large its provider launched (the cheaper by the catalogue) with an
     m5.large, a NodeClaim of that type alone, because the overlay made it the cheaper one."""
     with step(f"given a pool of {PRICE_TYPES} (consolidateAfter 0s) and an overlay "
-                     f"pricing {CHEAPENED} at 0.001"):
+              f"pricing {CHEAPENED} at 0.001"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(INSTANCE_TYPE, "In", *PRICE_TYPES))
         spec["spec"]["disruption"]["consolidateAfter"] = "0s"
@@ -235,7 +235,7 @@ def test_capacity_buffer_gets_a_nodeclaim_per_chunk(nodepool_factory, inflate_fa
     were pending, one NodeClaim per chunk, each requesting one chunk's CPU, and no more for
     20 s; the buffer says it is ready for provisioning. No pod exists."""
     with step(f"given the default pool (limits cpu 100) and a CapacityBuffer of "
-                     f"{BUFFER_CHUNKS} 1-CPU chunks, one per node"):
+              f"{BUFFER_CHUNKS} 1-CPU chunks, one per node"):
         # The workshop pool's 10 CPU would bind: Karpenter counts each planned NodeClaim at
         # its largest instance-type option (up to 8 vCPU) against the limit.
         pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})

@@ -75,7 +75,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
     takes back the nodes left empty as it goes, and the pool stays under upstream's 35 nodes."""
     take_back_gap = after_s + TAKE_BACK_GAP_S
     with step(f"given a {capacity} {policy} pool (consolidateAfter {after_s}s) and an "
-                     f"adversary tainting each of its nodes NoExecute"):
+              f"adversary tainting each of its nodes NoExecute"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(CAPACITY_TYPE, "In", capacity), replacing=(CAPACITY_TYPE,))
         spec["spec"]["disruption"] = {"consolidationPolicy": policy,
@@ -118,7 +118,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
 
     with NodeTainter(expect.kube, pool.node_selector) as adversary:
         with step(f"create inflate with 1 pod; expect fewer than {MAX_NODES} nodes and at "
-                         f"most {MAX_IN_FLIGHT} NodeClaims in flight throughout {CHAOS_S}s"):
+                  f"most {MAX_IN_FLIGHT} NodeClaims in flight throughout {CHAOS_S}s"):
             inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
             started = time.time()
             timeline.band(started, started + CHAOS_S,

@@ -227,7 +227,7 @@ def test_pods_on_the_node_karpenter_would_disrupt_first_get_the_lowest_deletion_
     savings ratio, price over reschedule cost), so a scale-in removes the pod whose node
     Karpenter would free first."""
     with step("given two pools with a disruption budget of 0, a 3-CPU pod on one and a "
-                     "1-CPU pod on the other"):
+              "1-CPU pod on the other"):
         closed = {"spec": {"disruption": {"budgets": [{"nodes": "0"}]}}}
         pools = {size: nodepool_factory("default", name=f"cost-{size}", **closed)
                  for size in ("big", "small")}
@@ -251,7 +251,7 @@ def test_pods_on_the_node_karpenter_would_disrupt_first_get_the_lowest_deletion_
         return Observation(not any(now.values()), f"deletion costs {now}")
 
     with step("expect no deletion cost while the budgets allow no disruption, until "
-                     "Karpenter's nominations have run out"):
+              "Karpenter's nominations have run out"):
         # A nominated node ranks as "cleanup only", like one the budget leaves out, and a
         # nomination running out is no state change; so the budgets change once the window
         # from the last binding has passed (as balanced-approves does).
@@ -261,7 +261,7 @@ def test_pods_on_the_node_karpenter_would_disrupt_first_get_the_lowest_deletion_
                             max(bound + NOMINATION_WINDOW_S + 2 - time.time(), 1))
 
     with step("open both budgets to 100%: expect -2 on the dearer node's pod, -1 on "
-                     "the other"):
+              "the other"):
         for pool in pools.values():
             nodepool_factory.patch(pool, {"spec": {"disruption": {"budgets": [
                 {"nodes": "100%"}]}}})

@@ -67,7 +67,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
     (which method took which node is Karpenter's race; it is recorded); and the drains
     overlapped (3 old NodeClaims deleting at once), so the PDB paced them."""
     with step(f"given an oldnode pool (expireAfter {EXPIRE_S}s, budget 100%), {SERVED} "
-                     f"pods one per node under a PDB maxUnavailable 1, and a spare pod's node"):
+              f"pods one per node under a PDB maxUnavailable 1, and a spare pod's node"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old, spec={
             "limits": {"cpu": "100"},
@@ -91,8 +91,8 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
     with expect.throughout(lambda: served(inflate), f"at least {SERVED - 1} of {SERVED} pods of "
                                                     f"{inflate.name} Running throughout"):
         with step(f"{ACT_BEFORE_EXPIRY_S}s before the first expiry, at once: point the "
-                         f"pool at newnode (and expireAfter Never for the new nodes), scale the "
-                         f"spare to 0"):
+                  f"pool at newnode (and expireAfter Never for the new nodes), scale the "
+                  f"spare to 0"):
             # Held until then on Karpenter's clock (the NodeClaims' age); the pods stay served.
             expect.consistently(lambda: served(inflate), f"{SERVED} pods served until the act",
                                 duration=max(0.0, first_expiry - ACT_BEFORE_EXPIRY_S - time.time()))
@@ -110,7 +110,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
                                                     f"consolidated, drifted or expired")
 
         with step(f"expect the pool converged: {SERVED} newnode NodeClaims, "
-                         f"{SERVED} pods Running"):
+                  f"{SERVED} pods Running"):
             def converged(now: list[dict]) -> bool:
                 return len(now) == SERVED and all(
                     c["spec"]["nodeClassRef"]["name"] == new
@@ -123,7 +123,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
             expect.eventually_pods_running(inflate, SERVED, timeout=30)
 
     with step("expect each old NodeClaim ended by a disruption method or by expiring, "
-                     "not before its time"):
+              "not before its time"):
         said = {}
         for e in expect.karpenter_events():
             m = DISRUPTING.search(e.message or "")
@@ -142,7 +142,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
                 f"with no disruption decision from Karpenter"
             reasons[name] = "Expired"
     with step(f"expect the drains to have overlapped ({DRAINS_AT_ONCE} old NodeClaims "
-                     f"deleting at once), so that the PDB paced them"):
+              f"deleting at once), so that the PDB paced them"):
         at_once = most_at_once(ends.values())
         assert at_once >= DRAINS_AT_ONCE, (
             f"at most {at_once} of the old NodeClaims were being deleted at once (from their "

@@ -132,7 +132,7 @@ def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_fac
     """Budget nodes "1", three empty nodes: Karpenter deletes them one after another, never
     starting the next before the last is gone (watched on every NodeClaim change)."""
     with step('given a WhenEmpty pool (consolidateAfter 0s, budget nodes: "1") and 3 '
-                     'pods one per node'):
+              'pods one per node'):
         pool = nodepool_factory("default", spec={"disruption": {
             **EMPTY_AT_ONCE, "budgets": [{"nodes": "1"}]}})
         inflate = inflate_factory(replicas=3, node_selector=pool.template_labels,
@@ -167,7 +167,7 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
     """Pods annotated karpenter.sh/do-not-disrupt on underused nodes: Karpenter finds them
     Consolidatable and leaves them; annotation removed: they are consolidated."""
     with step("given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 "
-                     "do-not-disrupt pods"):
+              "do-not-disrupt pods"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
             "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}})
         inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
@@ -252,7 +252,7 @@ def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, infla
     replaces it (the grace period bounds the wait), and the node goes once the period is
     over: not before (the pods held it), not long after."""
     with step(f"given 2 do-not-disrupt pods on an oldnode pool with terminationGracePeriod "
-                     f"{TGP_S}s"):
+              f"{TGP_S}s"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old, spec={"template": {"spec": {
             "terminationGracePeriod": f"{TGP_S}s"}}})
@@ -302,7 +302,7 @@ def test_scheduled_budget_blocks_only_inside_its_window(nodepool_factory, inflat
         nodepool_factory, inflate_factory, expect, [{"nodes": "0"}], 'budget nodes: "0"')
 
     with step("replace the budget by nodes \"0\" on a schedule whose window opened this "
-                     "minute and closes on a minute at least 35s away"):
+              "minute and closes on a minute at least 35s away"):
         # Cron has minute resolution and Karpenter reads it in UTC: the window is
         # [start, start + duration), with start the current minute.
         now = time.time()
@@ -314,7 +314,7 @@ def test_scheduled_budget_blocks_only_inside_its_window(nodepool_factory, inflat
             {"nodes": "0", "schedule": schedule, "duration": f"{minutes}m"}]}}})
 
     with step(f"expect the node Consolidatable, nothing disrupted until the window "
-                     f"closes ({closes - time.time():.0f}s), then consolidated within {ACT_S}s"):
+              f"closes ({closes - time.time():.0f}s), then consolidated within {ACT_S}s"):
         expect.eventually_nodeclaims(pool, consolidatable, f"NodeClaims {sorted(claims)} to be "
                                      f"Consolidatable", timeout=closes - time.time())
         timeline.band(emptied, closes - 1, f"budget window ({schedule}, {minutes}m): nothing disrupted")
@@ -362,7 +362,7 @@ def test_do_not_disrupt_duration_protects_only_that_long(nodepool_factory, infla
                                      f"the drift: too soon to tell protected from not"
 
     with step(f"expect nothing disrupted while protected ({until - time.time():.0f}s), "
-                     f"then the node replaced within {ACT_S}s"):
+              f"then the node replaced within {ACT_S}s"):
         timeline.band(drifted, until - 1, f"do-not-disrupt {DND_FOR_S}s: nothing disrupted")
         timeline.band(until - 1, until + ACT_S, f"protection over: acted within {ACT_S}s")
         acted = expect.consistently_untouched_then_acted(
@@ -384,7 +384,7 @@ def test_unhealthy_pods_pdb_does_not_hold_a_drifted_node(nodepool_factory, infla
     not Ready: the PDB allows no disruption, yet its unhealthy pods may be evicted, so
     Karpenter replaces the drifted node instead of waiting forever."""
     with step("given 2 not-Ready pods on an oldnode pool, a PDB minAvailable 2 with "
-                     "unhealthyPodEvictionPolicy AlwaysAllow"):
+              "unhealthyPodEvictionPolicy AlwaysAllow"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old)
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
@@ -427,7 +427,7 @@ def test_do_not_disrupt_node_is_kept_until_unannotated(nodepool_factory, inflate
     protected): Karpenter finds it Consolidatable and leaves it; annotation removed: it is
     consolidated within a disruption poll, not before."""
     with step("given a WhenEmpty pool (consolidateAfter 0s), inflate at 1, its node "
-                     "annotated do-not-disrupt"):
+              "annotated do-not-disrupt"):
         pool = nodepool_factory("default", spec={"disruption": EMPTY_AT_ONCE})
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
         nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 1)))

@@ -125,7 +125,7 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
     budgets and requirements it still meets: no Drifted for 5x the slowest mark (>= 15 s), then
     a template change still drifts and clears."""
     with step('given a pool with budget nodes "0", template label and annotation '
-                     f'{KIND_KEY}=a, a second NodeClass, and one pod on one node'):
+              f'{KIND_KEY}=a, a second NodeClass, and one pod on one node'):
         other = nodepool_factory.nodeclass("othernode")
         pool = nodepool_factory("default", spec={
             "template": {"metadata": {"labels": {KIND_KEY: "a"}, "annotations": {KIND_KEY: "a"}}},
@@ -159,7 +159,7 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
     def changed_then_reverted(kind: str, change: dict, revert: dict, reason: str,
                               note: str = "") -> None:
         with step(f"{kind}{note}: expect Drifted={reason} within {DRIFT_MARK_S}s, then "
-                         f"cleared once changed back"):
+                  f"cleared once changed back"):
             start = time.time()
             nodepool_factory.patch(pool, change)
             expect.eventually(lambda: drift_is(reason), f"NodeClaim {name} Drifted ({reason}) "
@@ -213,8 +213,8 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
                 template(requirements=widened),
         }
         with step(f"change {', '.join(unchanged)} in turn: expect no Drifted for {hold:.0f}s "
-                         f"after the last ({HOLD_FACTOR}x the slowest mark or clear, "
-                         f"{slowest:.1f}s; at least {HOLD_FLOOR_S}s)"):
+                  f"after the last ({HOLD_FACTOR}x the slowest mark or clear, "
+                  f"{slowest:.1f}s; at least {HOLD_FLOOR_S}s)"):
             with expect.throughout(lambda: drift_is(None), f"NodeClaim {name} never Drifted by "
                                    f"a change outside the template hash", poll=0.25):
                 first = time.time()
@@ -286,7 +286,7 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, c
     pace = ExpirationPacing.for_cluster(cluster.info)
     expire_after = pace.expire_after
     with step(f"given a pool whose nodes expire after {expire_after}s, and inflate at 2 "
-                     f"under a PDB maxUnavailable 1"):
+              f"under a PDB maxUnavailable 1"):
         pool = nodepool_factory("default", spec={"template": {"spec": {
             "expireAfter": f"{expire_after}s"}}})
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
@@ -300,7 +300,7 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, c
                                         f"NodeClaims deleted")
 
     with step(f"expect each NodeClaim deleted once expired: between {expire_after}s and "
-                     f"{expire_after + pace.tolerance}s after its creation"):
+              f"{expire_after + pace.tolerance}s after its creation"):
         ends = expect.watch_nodeclaims_end(
             pool, set(claims), timeout=max(claims.values()) + expire_after + pace.tolerance
             + pace.termination - time.time(), what=f"expired NodeClaims {sorted(claims)} to be gone")

@@ -185,7 +185,7 @@ def test_min_domains_above_the_zones_a_pool_has_caps_the_spread(nodepool_factory
     pod, which it says violates the spread."""
     zones = ("us-west-2a", "us-west-2b")
     with step(f"given the default pool in zones {zones} and inflate spread with "
-                     f"minDomains 3"):
+              f"minDomains 3"):
         # Limits raised: Karpenter counts an in-flight NodeClaim at its largest type against
         # them, and the workshop's 10 CPUs would refuse the third pod for that reason first.
         pool = nodepool_factory(narrow(nodepool_factory.spec("default"),
@@ -243,7 +243,7 @@ def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_facto
     zones, tainted_zone = ("us-west-2a", "us-west-2b"), "us-west-2c"
     pools, workloads = {}, {}
     with step(f"given pool tainted in {tainted_zone} ({UNTOLERATED['key']}:NoSchedule), "
-                     f"pools honor and ignore in {zones}, 3 pods on each spread over zones"):
+              f"pools honor and ignore in {zones}, 3 pods on each spread over zones"):
         # The tainted pool first: Karpenter leaves a pool out of a round until it is Ready
         # and evaluated, and a round without it would have no zone c to count.
         pools["tainted"] = nodepool_factory(
@@ -284,7 +284,7 @@ def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_facto
         expect.eventually_nodes_launched_by_karpenter(pool, nodes)
 
     with step(f"expect Ignore's plan: one NodeClaim in each of {zones}, none for the "
-                     f"third pod"):
+              f"third pod"):
         ignore, pool = workloads["ignore"], pools["ignore"]
         running = expect.eventually_pods_running(ignore, 2, pending=1)
         nodes = list(expect.pods_on(running).values())
@@ -331,7 +331,7 @@ def test_node_affinity_policy_decides_whether_pods_the_selector_excludes_count(
         expect.eventually_pods_running(workloads["other"], 2)
 
     with step(f"given pools honor and ignore in {zones}, 2 pods each to spread over "
-                     "zones, counting other's pods"):
+              "zones, counting other's pods"):
         pinned = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": ZONE, "operator": "In", "values": list(zones)}]}]}}}
@@ -383,7 +383,7 @@ def test_a_schedule_anyway_spread_is_relaxed_and_do_not_schedule_is_kept(
     is a preference, which Karpenter relaxes away, launching for the pods."""
     pools, workloads = {}, {}
     with step(f"given two pools, 2 pods on each spread over {RACK}: DoNotSchedule, "
-                     f"ScheduleAnyway"):
+              f"ScheduleAnyway"):
         for name, when in (("strict", "DoNotSchedule"), ("anyway", "ScheduleAnyway")):
             pools[name] = nodepool_factory("default", name=name)
             spread = spread_over(RACK, app=name)
@@ -531,7 +531,7 @@ def test_exists_and_does_not_exist_follow_the_label(nodepool_factory, inflate_fa
     fifth as much; a GPU pod on the second gets no NodeClaim, and Karpenter says no instance
     type fits, where the first pool would have given it one."""
     with step(f"given a pool requiring {GPU_COUNT} Exists and one requiring it "
-                     f"DoesNotExist, a 1-vCPU workload on the first and a GPU one on the second"):
+              f"DoesNotExist, a 1-vCPU workload on the first and a GPU one on the second"):
         exists = nodepool_factory(open_to_gpu_types(
             nodepool_factory, "exists", require(GPU_COUNT, "Exists")),
             name="exists", spec={"limits": {"cpu": "100"}})
@@ -615,7 +615,7 @@ def test_affinity_terms_are_tried_in_order_and_relaxed(nodepool_factory, inflate
     heaviest preference as required, then relaxes it to the next heaviest (us-west-2c, not
     the lighter us-west-2b). The zone is Karpenter's plan: each NodeClaim's own requirement."""
     with step("given the default pool, one workload with two required terms "
-                     "[2e | 2d] and one with preferences 2e (100), 2c (60), 2b (20)"):
+              "[2e | 2d] and one with preferences 2e (100), 2c (60), 2b (20)"):
         pool = nodepool_factory("default")
         required = inflate_factory("required-terms", replicas=0, node_selector=pool.template_labels,
                                    extra_pod_spec={"affinity": {"nodeAffinity": {
@@ -725,7 +725,7 @@ def test_team_pool_takes_only_tolerating_and_selecting_pods(nodepool_factory, in
         elsewhere = expect.node_of_each_pod(expect.eventually_pods_running(other_pods, 3))
 
     with step("expect Karpenter to launch the team's nodes from the team pool, tainted, "
-                     "and the others' from the default pool"):
+              "and the others' from the default pool"):
         assert_all_labelled(on_team, NODEPOOL, team.name, "team-app pods' nodes")
         assert_all_labelled(elsewhere, NODEPOOL, default.name, "other-app pods' nodes")
         expect.expect_nodes_satisfy(team, on_team)
@@ -865,7 +865,7 @@ def test_scheduler_config_default_spread_is_given_to_pods_without_their_own(
     The harness's kube-scheduler has no default constraints: the plan is Karpenter's alone."""
     pools, workloads = {}, {}
     with step("given pools plain and own, 3 pods on each: plain without a spread, own "
-                     "spread over hostnames with maxSkew 3"):
+              "spread over hostnames with maxSkew 3"):
         for name in ("plain", "own"):
             pools[name] = nodepool_factory("default", name=name, spec=ROOM_FOR_FOUR)
             spread = {}
@@ -1013,7 +1013,7 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
     second one while the pod waits; once the agent takes the taint off, the NodeClaim is
     Initialized and the pod runs there."""
     with step(f"given the default pool with startup taint {STARTUP_TAINT['key']} and "
-                     f"inflate at 1 without a toleration"):
+              f"inflate at 1 without a toleration"):
         pool = nodepool_factory("default", spec={"template": {"spec": {
             "startupTaints": [STARTUP_TAINT]}}})
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
@@ -1088,7 +1088,7 @@ def test_a_no_execute_taint_needs_a_no_execute_toleration(nodepool_factory, infl
     without a toleration, or tolerating only NoSchedule, get no NodeClaim, no nomination to
     the pool's node, and Karpenter's "did not tolerate taint" for each."""
     with step("given a pool tainted dedicated=batch:NoExecute and three workloads on it: "
-                     "tolerating NoExecute, no toleration, tolerating NoSchedule"):
+              "tolerating NoExecute, no toleration, tolerating NoSchedule"):
         pool = nodepool_factory("default", name="batch",
                                 spec={"template": {"spec": {"taints": [NO_EXECUTE]}}})
         tolerating = inflate_factory("tolerating", replicas=0, node_selector=pool.own_nodes,

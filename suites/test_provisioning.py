@@ -112,7 +112,7 @@ def test_an_ami_that_does_not_exist_is_named_in_the_verdict(nodepool_factory, in
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
 
     with step("expect the verdict to name the NodeClass and why, the pod Pending for "
-                     "15s and no NodeClaim"):
+              "15s and no NodeClaim"):
         def named_in_verdict() -> Observation:
             said = diagnose()
             return Observation(said.startswith("NodeClass not ready") and nodeclass in said
@@ -249,7 +249,7 @@ def test_nodepool_cpu_limit_is_never_exceeded(nodepool_factory, inflate_factory,
     anti-affinity) so that no refused pod can run in room Karpenter did not count: its KWOK
     provider gives a node its requests as capacity but its instance's allocatable."""
     with step("given the workshop default NodePool (limits cpu 10) and inflate at 5, "
-                     "one pod per node"):
+              "one pod per node"):
         pool = nodepool_factory("default")
         inflate = inflate_factory(replicas=5, node_selector=pool.template_labels,
                                   extra_pod_spec={"affinity": ONE_PER_NODE})
@@ -302,7 +302,7 @@ def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory
     """limits.nodes 2 (cpu out of the way), pods one per node: 2 -> 4 replicas leaves 2 Pending,
     no third NodeClaim, and Karpenter says the pool's node limit is exhausted."""
     with step(f"given the default pool with limits nodes {NODE_LIMIT}, cpu 100, and "
-                     f"inflate at {NODE_LIMIT}, one pod per node"):
+              f"inflate at {NODE_LIMIT}, one pod per node"):
         pool = nodepool_factory("default", spec={"limits": {"cpu": "100", "nodes": str(NODE_LIMIT)}})
         inflate = inflate_factory(replicas=NODE_LIMIT, node_selector=pool.template_labels,
                                   extra_pod_spec={"affinity": ONE_PER_NODE})
@@ -317,7 +317,7 @@ def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory
                            f"NodeClaims {describe_claims(now)}")
 
     with step(f"scale inflate to {2 * NODE_LIMIT}: expect {NODE_LIMIT} Pending and no "
-                     f"NodeClaim added ({NODE_LIMIT_HOLD_S}s)"):
+              f"NodeClaim added ({NODE_LIMIT_HOLD_S}s)"):
         inflate.scale(2 * NODE_LIMIT)
         scaled = time.time()
 
@@ -428,7 +428,7 @@ def test_daemonset_is_counted_only_where_it_tolerates_the_taints(nodepool_factor
     node must hold both (8Gi, more than a 4-vCPU c-type's allocatable); that the daemon then
     runs there is the daemons-fit oracle's to judge."""
     with step("given the team pool (tainted team=ml:NoSchedule) and two DaemonSets on its "
-                     "nodes, one tolerating the taint (1 CPU, 4Gi), one not (3 CPU)"):
+              "nodes, one tolerating the taint (1 CPU, 4Gi), one not (3 CPU)"):
         pool = nodepool_factory("team")
         inflate_factory.daemonset("tolerating", cpu="1", memory="4Gi",
                                   node_selector=pool.template_labels, tolerations=TEAM_TOLERATION)
@@ -531,7 +531,7 @@ def test_daemonset_overhead_follows_each_daemonsets_node_selection(nodepool_fact
     counted = sorted(n for n, d in daemons.items() if d[1])
     want = (POD_MILLI + sum(daemons[n][0] for n in counted), 1 + len(counted))
     with step(f"expect the NodeClaim's requests to hold the pod and {', '.join(counted)}: "
-                     f"{want[0]}m CPU, {want[1]} pods"):
+              f"{want[0]}m CPU, {want[1]} pods"):
         got = {name: _requests(c) for name, c in claims.items()}
         # Each daemon's CPU is one bit of the planned CPU beyond the pod's.
         bits = [(got_milli - POD_MILLI) // 50 for got_milli, _ in got.values()]
@@ -554,7 +554,7 @@ def test_arch_specific_daemonset_is_counted_only_on_its_arch(nodepool_factory, i
     and one 1-CPU pod of each arch: Karpenter sizes the arm64 pod's NodeClaim for the pod and
     the daemon (2 CPU), the amd64 one for the pod alone (1 CPU), and launches each arch's type."""
     with step("given the Graviton pool, a 1-CPU DaemonSet on its arm64 nodes and one "
-                     "inflate per arch at 0"):
+              "inflate per arch at 0"):
         pool = nodepool_factory("graviton")
         daemon = inflate_factory.daemonset("arm64-only", cpu="1",
                                            node_selector={**pool.template_labels, ARCH: "arm64"})
@@ -570,7 +570,7 @@ def test_arch_specific_daemonset_is_counted_only_on_its_arch(nodepool_factory, i
         claims = expect.eventually_nodes_launched_by_karpenter(pool, list(nodes.values()))
 
     with step("expect the arm64 NodeClaim to count the daemon (2000m, 2 pods) and the "
-                     "amd64 one not (1000m, 1 pod), each launched as a type of its arch"):
+              "amd64 one not (1000m, 1 pod), each launched as a type of its arch"):
         want = {"amd64": (1000, 1), "arm64": (2000, 2)}
         got = {arch: _requests(claims[node.metadata.name]) for arch, node in nodes.items()}
         assert got == want, \
@@ -630,7 +630,7 @@ def test_sidecars_and_pod_overhead_size_the_nodeclaim(nodepool_factory, inflate_
     its NodeClaim for 1.75 CPU, the kube-scheduler's rule: the sidecar runs beside both the
     init container and the containers, and the overhead comes on top."""
     with step(f"given the default pool and inflate with a sidecar, an init container "
-                     f"and RuntimeClass {runtime_class}"):
+              f"and RuntimeClass {runtime_class}"):
         pool = nodepool_factory("default")
         init = [{"name": "sidecar", "image": PAUSE, "restartPolicy": "Always",
                  "resources": {"requests": {"cpu": f"{int(SIDECAR_CPU * 1000)}m"}}},
@@ -669,7 +669,7 @@ def test_init_container_requests_size_the_nodeclaim(nodepool_factory, inflate_fa
     its NodeClaim for 3 CPU (the larger of the two, as the kube-scheduler counts), neither
     for 100m (init containers ignored) nor 3.1 (summed)."""
     with step(f"given the default pool and inflate (100m CPU) with an init container "
-                     f"asking {INIT_CPU} CPU"):
+              f"asking {INIT_CPU} CPU"):
         pool = nodepool_factory("default")
         # The pause image exits at once with -v: an init container that completes anywhere.
         init = [{"name": "init", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
@@ -708,7 +708,7 @@ def test_ephemeral_storage_requests_decide_how_many_pods_share_a_nodeclaim(
     planned for more storage than its type offers; a pod asking 24Gi, which no type has, gets
     no NodeClaim, and Karpenter says no type has enough resources."""
     with step(f"given the default pool, scratch (3 pods, 100m, {SCRATCH} ephemeral-"
-                     f"storage) and oversized (1 pod, 100m, {OVERSIZED})"):
+              f"storage) and oversized (1 pod, 100m, {OVERSIZED})"):
         # Limits raised: Karpenter counts an in-flight NodeClaim at its largest type against
         # them, and the workshop's 10 CPUs could refuse the second NodeClaim for that first.
         pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})
@@ -793,7 +793,7 @@ def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory,
 
     for n in (1, 2, 3):
         with step(f"scale inflate to {n}: expect no NodeClaim for {ARRIVAL_GAP_S}s "
-                         f"(the batch still open)"):
+                  f"(the batch still open)"):
             inflate.scale(n)
             expect.eventually(lambda n=n: Observation(len(expect.live_pods(inflate)) == n,
                                                       describe_pods(expect.live_pods(inflate))),

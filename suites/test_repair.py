@@ -64,7 +64,7 @@ def test_unhealthy_node_is_replaced_after_the_toleration(nodepool_factory, infla
         timeline.mark(since, f"{FAULT}=True")
 
     with step(f"expect nothing disrupted for the {TOLERATION_S}s toleration, then the "
-                     f"node replaced within {ACT_S}s"):
+              f"node replaced within {ACT_S}s"):
         timeline.band(since, eligible - 1, f"toleration {TOLERATION_S}s: nothing disrupted")
         timeline.band(eligible - 1, eligible + ACT_S, f"repaired within {ACT_S}s")
         acted = expect.consistently_untouched_then_acted(
@@ -142,7 +142,7 @@ def test_terminate_first_repairs_a_static_pool_within_its_limit(nodepool_factory
                            f"NodePool {pool.name} to hold at most 2 NodeClaims (limits.nodes), "
                            "deleting ones included"):
         with step(f"expect the unhealthy NodeClaim deleted (not replaced first) within "
-                         f"{ACT_S}s of the toleration, then the pool refilled"):
+                  f"{ACT_S}s of the toleration, then the pool refilled"):
             timeline.band(eligible - 1, eligible + ACT_S, f"deleted within {ACT_S}s")
             acted = expect.consistently_untouched_then_acted(
                 pool, claims, eligible, ACT_S, f"{FAULT}=True on {node} passed its "

@@ -134,7 +134,7 @@ def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_fact
     gives each pod its own NodeClaim with at least 3 types rather than one NodeClaim whose
     only fits are the 2 xlarges."""
     with step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
-                     f"minValues {MIN_TYPES}"):
+              f"minValues {MIN_TYPES}"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(INSTANCE_TYPE, "In", *MIN_VALUES_TYPES, min_values=MIN_TYPES))
         pool = nodepool_factory(spec)
@@ -174,7 +174,7 @@ def test_best_effort_relaxes_min_values_and_says_so(nodepool_factory, inflate_fa
     NodeClaim says minValues was relaxed (under Strict it stays Pending). One after the
     other: in one batch Karpenter may put both on the relaxed NodeClaim."""
     with step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
-                     f"minValues {MIN_TYPES}, a workload selecting {NARROWED} and one not"):
+              f"minValues {MIN_TYPES}, a workload selecting {NARROWED} and one not"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(INSTANCE_TYPE, "In", *MIN_VALUES_TYPES, min_values=MIN_TYPES))
         pool = nodepool_factory(spec)
@@ -183,7 +183,7 @@ def test_best_effort_relaxes_min_values_and_says_so(nodepool_factory, inflate_fa
         open_ = inflate_factory("open", replicas=0, node_selector=pool.template_labels)
 
     with step(f"scale the open workload to 1: expect a NodeClaim of at least "
-                     f"{MIN_TYPES} types, not relaxed"):
+              f"{MIN_TYPES} types, not relaxed"):
         open_.scale(1)
         node = next(iter(expect.pods_on(expect.eventually_pods_running(open_, 1)).values()))
         claim = expect.eventually_nodeclaim_of(pool, node)
@@ -193,7 +193,7 @@ def test_best_effort_relaxes_min_values_and_says_so(nodepool_factory, inflate_fa
             f"{claim['metadata']['name']}: {kept}, {MIN_VALUES_RELAXED}={relaxed!r}"
 
     with step(f"scale the pinned workload to 1: expect a {NARROWED} whose NodeClaim "
-                     f"says minValues was relaxed"):
+              f"says minValues was relaxed"):
         pinned.scale(1)
         node = next(iter(expect.pods_on(expect.eventually_pods_running(pinned, 1)).values()))
         expect.eventually_nodes_launched_by_karpenter(pool, [node])

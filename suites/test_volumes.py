@@ -68,8 +68,8 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
     that claim, so the pod is not expected to run; the node is, in d)."""
     a, b, c, d = four_zones(cluster)
     with step("given pools pv and sc; a static PV (zones a, b) bound to claim "
-                     "static-data; a WaitForFirstConsumer class (terms [a] | [c, d]) and its "
-                     "claim wffc-data"):
+              "static-data; a WaitForFirstConsumer class (terms [a] | [c, d]) and its "
+              "claim wffc-data"):
         pv_pool = nodepool_factory("default", name="pv")
         sc_pool = nodepool_factory("default", name="sc")
         volume = inflate_factory.persistent_volume(
@@ -100,7 +100,7 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
         on_sc.scale(1)
 
     with step("expect Karpenter's plan: one NodeClaim per pool, pv's for zone b alone, "
-                     "sc's for zone d alone"):
+              "sc's for zone d alone"):
         def launched() -> Observation:
             claims = {p.name: expect.nodeclaims(p) for p in (pv_pool, sc_pool)}
             ok = all(claims.values()) and all(
@@ -148,7 +148,7 @@ def test_pods_whose_claims_cannot_bind_get_no_nodeclaim(nodepool_factory, inflat
     that NodeClaim, and says why it ignores each of the two."""
     a, _, _, d = four_zones(cluster)
     with step("given the default pool, an Immediate class and its unbound claim, and "
-                     "workloads control (zone a), missing-claim and immediate-claim (zone d)"):
+              "workloads control (zone a), missing-claim and immediate-claim (zone d)"):
         pool = nodepool_factory("default")
         immediate_class = inflate_factory.storage_class("immediate", NOBODY, "Immediate")
         inflate_factory.claim("immediate-data", storage_class=immediate_class)
