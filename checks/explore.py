@@ -21,10 +21,11 @@ from pathlib import Path
 
 import yaml
 
+from karpenter_e2e.clusters.objects import PAUSE_IMAGE
+
 NAMESPACE = "explore"
 CASE_LABEL = "explore.karpenter-e2e/case"
 POOL_LABEL = "explore.karpenter-e2e/pool"
-PAUSE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
 ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
 NODECLASS = {
     "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
@@ -187,7 +188,7 @@ def manifests(case: Case) -> list[dict]:
         labels = {"app": w.name}
         requests = {"cpu": w.cpu, **({"memory": w.memory} if w.memory else {})}
         pod: dict = {"terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "pause", "image": PAUSE,
+                     "containers": [{"name": "pause", "image": PAUSE_IMAGE,
                                      "resources": {"requests": requests}}],
                      "nodeSelector": {CASE_LABEL: "on", **({POOL_LABEL: w.pool} if w.pool else {})}}
         if w.tolerates:
@@ -219,7 +220,7 @@ def manifests(case: Case) -> list[dict]:
                         "spec": {"terminationGracePeriodSeconds": 0,
                                  "nodeSelector": {CASE_LABEL: "on"},
                                  **({"tolerations": toleration} if d.tolerates else {}),
-                                 "containers": [{"name": "pause", "image": PAUSE, "resources": {
+                                 "containers": [{"name": "pause", "image": PAUSE_IMAGE, "resources": {
                                      "requests": {"cpu": d.cpu}}}]}}}})
     return out
 

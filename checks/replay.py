@@ -21,6 +21,7 @@ verified object by object, then left to Karpenter for a window (docs/replay.md).
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -31,13 +32,22 @@ from kubernetes.dynamic.exceptions import ConflictError
 
 from karpenter_e2e.checks import snapshot
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
-from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL as POOL, ZONE
+from karpenter_e2e.clusters.labels import (
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    NODEPOOL as POOL,
+    PRICE,
+    ZONE,
+)
+from karpenter_e2e.clusters.objects import PAUSE_IMAGE
 from karpenter_e2e.clusters.waits import Observation, eventually
+from karpenter_e2e.fixtures import decisions, oracles
+from karpenter_e2e.fixtures.isolation import new_run_id
+from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline
 
 log = logging.getLogger("karpenter_e2e.replay")
 
 ORIGIN = "replay.karpenter-e2e/node"  # on a rebuilt NodeClaim: the snapshot node it stands for
-PAUSE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
 HASH = "karpenter.sh/nodepool-hash"
 HASH_VERSION = "karpenter.sh/nodepool-hash-version"
 HELD = [{"nodes": "0"}]  # the budgets while the state is rebuilt
@@ -97,7 +107,7 @@ def _pod_body(pod: dict, node: str | None) -> dict:
         meta.pop(k, None)
     spec = body["spec"]
     for c in spec.get("containers", []) + spec.get("initContainers", []):
-        c["image"] = PAUSE
+        c["image"] = PAUSE_IMAGE
     spec.pop("volumes", None)
     spec.pop("nodeName", None)
     if node:
@@ -113,13 +123,19 @@ def _owner_body(owner: dict) -> dict:
     tpl = body["spec"].get("template") or {}
     for c in (tpl.get("spec") or {}).get("containers", []) + (tpl.get("spec") or {}).get(
             "initContainers", []):
-        c["image"] = PAUSE
+        c["image"] = PAUSE_IMAGE
     (tpl.get("spec") or {}).pop("volumes", None)
     if body["kind"] == "StatefulSet":
         body["spec"]["updateStrategy"] = {"type": "OnDelete"}  # never roll the adopted pods
         body["spec"].pop("volumeClaimTemplates", None)
         body["spec"].setdefault("serviceName", body["metadata"]["name"])
     return body
+
+
+def _made_by_the_cluster(pod: dict) -> bool:
+    """A DaemonSet's pod (its DaemonSet makes it on the rebuilt nodes) or a static pod (its
+    node's): not replayed as a pod of its own."""
+    return any(o["kind"] in ("DaemonSet", "Node") for o in pod["metadata"].get("ownerReferences") or [])
 
 
 class Replayer:
@@ -214,9 +230,9 @@ class Replayer:
                        "metadata": {k: pdb["metadata"][k] for k in ("name", "namespace")},
                        "spec": pdb["spec"]})
         for pod in self.objects.get("Pod", []):
+            if _made_by_the_cluster(pod):
+                continue
             owners = pod["metadata"].get("ownerReferences") or []
-            if any(o["kind"] in ("DaemonSet", "Node") for o in owners):
-                continue  # made by their DaemonSet on the rebuilt nodes; static pods: the node's
             out.pods_total += 1
             was = pod["spec"].get("nodeName")
             self.make(_pod_body(pod, out.nodes.get(was) if was else None))
@@ -246,8 +262,7 @@ class Replayer:
             new = now.get(out.nodes.get(name, ""))
             got = {k: (new["metadata"].get("labels") or {}).get(k, "") for k in keys} if new else {}
             pods = [p for p in self.objects.get("Pod", []) if p["spec"].get("nodeName") == name
-                    and not any(o["kind"] in ("DaemonSet", "Node")
-                                for o in p["metadata"].get("ownerReferences") or [])]
+                    and not _made_by_the_cluster(p)]
             placed = sum(1 for p in pods if pods_now.get((p["metadata"].get("namespace", "default"),
                                                           p["metadata"]["name"])) == out.nodes.get(name))
             out.pods_placed += placed
@@ -300,16 +315,12 @@ def table(rebuilt: Rebuilt) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load(folder: Path) -> tuple[dict, dict[str, list[dict]]]:
-    return snapshot.load(folder)
-
-
-def watch(seconds: float, what: str, progress=lambda: "") -> None:
+def watch(seconds: float, what: str) -> None:
     """Karpenter's window: a span of fixed length the timeline records (an observation, not
-    a wait for a condition), with what is happening every 30 s."""
+    a wait for a condition), saying how much is left every 30 s."""
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
-        log.info("%s: %.0fs of %.0fs left%s", what, left, seconds, progress())
+        log.info("%s: %.0fs of %.0fs left", what, left, seconds)
         time.sleep(min(30.0, left))
 
 
@@ -318,13 +329,7 @@ def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster:
     """Rebuild, verify, let Karpenter act for the window, report (replay.md, replay.json);
     exit 0 when the state was reproduced and the oracles found nothing, 1 otherwise. The
     cluster goes down (or is kept) whatever happens."""
-    import json
-
-    from karpenter_e2e.fixtures import decisions, oracles
-    from karpenter_e2e.fixtures.isolation import new_run_id
-    from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline
-
-    about, objects = load(folder)
+    about, objects = snapshot.load(folder)
     out_dir = reports_dir / "runs" / f"replay-{new_run_id()}"
     out_dir.mkdir(parents=True, exist_ok=True)
     info = backend.up()
@@ -340,9 +345,7 @@ def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster:
         r.workloads(rebuilt)
         eventually(lambda: _placed(r, rebuilt), what="the replayed pods bound where they ran",
                    timeout=60)
-        rebuilt = r.verify(Rebuilt(rebuilt.nodes, [], 0, 0, rebuilt.left_out))
-        rebuilt.pods_total = sum(1 for p in objects.get("Pod", []) if not any(
-            o["kind"] in ("DaemonSet", "Node") for o in p["metadata"].get("ownerReferences") or []))
+        rebuilt = r.verify(Rebuilt(rebuilt.nodes, [], 0, rebuilt.pods_total, rebuilt.left_out))
         report = [f"# Replay of `{folder}` (taken {about.get('taken')}, Karpenter "
                   f"{(about.get('karpenter') or {}).get('version')}) on Karpenter "
                   f"{info.versions.get('karpenter')}", "", table(rebuilt)]
@@ -388,7 +391,6 @@ def _placed(r: Replayer, rebuilt: Rebuilt) -> Observation:
 
 
 def _cost(r: Replayer) -> float:
-    from karpenter_e2e.clusters.labels import PRICE
     return round(sum(float((n["metadata"].get("labels") or {}).get(PRICE) or 0.0)
                      for n in r.listed("v1", "Node")), 4)
 

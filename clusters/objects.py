@@ -9,6 +9,10 @@ from typing import Any
 
 Obj = dict[str, Any]
 
+# The image of every container the harness makes (scenarios, generated cases, replayed pods):
+# nothing runs it in local mode, and on a real node it only sleeps.
+PAUSE_IMAGE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
+
 
 def meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}

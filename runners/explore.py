@@ -46,13 +46,18 @@ class Outcome:
     def signature(self) -> set[str]:
         """What must stay found while shrinking: each oracle and each suspect field."""
         return ({f"oracle {o}" for names in self.oracles.values() for o in names}
-                | {f"differs {s.split(':')[0].split(' ')[0]}" for s in self.suspect})
+                | {f"differs {field_of(s)}" for s in self.suspect})
 
     def said(self) -> str:
         parts = [f"{', '.join(n)} on {r}" for r, n in self.oracles.items() if n]
         parts += [f"suspect: {s}" for s in self.suspect]
         parts += [f"within TO's own variation: {s}" for s in self.noise][:3]
         return "; ".join(parts) or ("clean" if self.code in (0, 1) else f"no verdict (exit {self.code})")
+
+
+def field_of(difference: str) -> str:
+    """The decision record field a suspect difference ("field key: a -> b") is about."""
+    return difference.split(":")[0].split(" ")[0]
 
 
 def read_outcome(code: int, reports: Path) -> Outcome:
@@ -77,8 +82,8 @@ def run_case(case: explore.Case, folder: Path, args) -> Outcome:
     got = _check(case, folder, args, args.from_v)
     if args.to_v and got.suspect and got.code != EXIT_BAD_INPUT:
         floor = _check(None, folder, args, args.to_v, reports=folder.with_name(folder.name + ".floor"))
-        varies = {s.split(":")[0].split(" ")[0] for s in floor.suspect}
-        got.noise = [s for s in got.suspect if s.split(":")[0].split(" ")[0] in varies]
+        varies = {field_of(s) for s in floor.suspect}
+        got.noise = [s for s in got.suspect if field_of(s) in varies]
         got.suspect = [s for s in got.suspect if s not in got.noise]
     return got
 

@@ -15,6 +15,7 @@ from karpenter_e2e.fixtures.scenario import (
     INSTANCE_TYPE,
     NODEPOOL,
     ONE_PER_NODE,
+    PAUSE_IMAGE,
     ZONE,
     Observation,
     describe_claims,
@@ -604,7 +605,6 @@ def running_on_karpenters_node(expect, pool, inflate, timings) -> None:
 # dropped 1.35), and the kube-scheduler's rule (KEP-753) gives max(C + S, I + S) + O.
 CONTAINER_CPU, SIDECAR_CPU, INIT_AFTER_SIDECAR_CPU, OVERHEAD_CPU = 0.1, 1.0, 0.5, 0.25
 POD_CPU = max(CONTAINER_CPU + SIDECAR_CPU, INIT_AFTER_SIDECAR_CPU + SIDECAR_CPU) + OVERHEAD_CPU
-PAUSE = "public.ecr.aws/eks-distro/kubernetes/pause:3.7"
 
 
 @pytest.fixture
@@ -632,9 +632,9 @@ def test_sidecars_and_pod_overhead_size_the_nodeclaim(nodepool_factory, inflate_
     with step(f"given the default pool and inflate with a sidecar, an init container "
               f"and RuntimeClass {runtime_class}"):
         pool = nodepool_factory("default")
-        init = [{"name": "sidecar", "image": PAUSE, "restartPolicy": "Always",
+        init = [{"name": "sidecar", "image": PAUSE_IMAGE, "restartPolicy": "Always",
                  "resources": {"requests": {"cpu": f"{int(SIDECAR_CPU * 1000)}m"}}},
-                {"name": "init", "image": PAUSE, "args": ["-v"],
+                {"name": "init", "image": PAUSE_IMAGE, "args": ["-v"],
                  "resources": {"requests": {"cpu": f"{int(INIT_AFTER_SIDECAR_CPU * 1000)}m"}}}]
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
                                   cpu=f"{int(CONTAINER_CPU * 1000)}m",
@@ -672,7 +672,7 @@ def test_init_container_requests_size_the_nodeclaim(nodepool_factory, inflate_fa
               f"asking {INIT_CPU} CPU"):
         pool = nodepool_factory("default")
         # The pause image exits at once with -v: an init container that completes anywhere.
-        init = [{"name": "init", "image": "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+        init = [{"name": "init", "image": PAUSE_IMAGE,
                  "args": ["-v"], "resources": {"requests": {"cpu": str(INIT_CPU)}}}]
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, cpu="100m",
                                   extra_pod_spec={"initContainers": init})

@@ -58,7 +58,7 @@ def test_a_pod_is_bound_where_it_ran_with_a_pause_image_and_no_owner_or_volumes(
            "status": {"phase": "Running"}}
     body = replay._pod_body(pod, "kwok-default-r-abcde-x")
     assert body["spec"]["nodeName"] == "kwok-default-r-abcde-x"
-    assert body["spec"]["containers"][0]["image"] == replay.PAUSE
+    assert body["spec"]["containers"][0]["image"] == replay.PAUSE_IMAGE
     assert "volumes" not in body["spec"] and "status" not in body
     assert "ownerReferences" not in body["metadata"] and "uid" not in body["metadata"]
     assert "nodeName" not in replay._pod_body(pod, None)["spec"]  # its node was not rebuilt
@@ -72,7 +72,7 @@ def test_a_statefulset_adopts_its_pods_and_never_rolls_them():
     body = replay._owner_body(sts)
     assert body["spec"]["updateStrategy"] == {"type": "OnDelete"}
     assert "volumeClaimTemplates" not in body["spec"] and body["spec"]["serviceName"] == "db"
-    assert body["spec"]["template"]["spec"]["containers"][0]["image"] == replay.PAUSE
+    assert body["spec"]["template"]["spec"]["containers"][0]["image"] == replay.PAUSE_IMAGE
 
 
 def test_the_table_says_whether_the_state_was_reproduced():
