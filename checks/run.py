@@ -21,6 +21,7 @@ from karpenter_e2e.checks import (
     observe,
     report,
     settle,
+    snapshot as snapshots,
     steps,
 )
 from karpenter_e2e.checks.expectations import ExpectFile
@@ -225,9 +226,7 @@ class Check:
         t = self._timed("settle_s", t)
         out_snap = snapshot(mapped)
         if self.snapshot_out is not None:  # what a replay rebuilds (docs/replay.md)
-            from karpenter_e2e.checks import snapshot as snapshots
             snapshots.write(snapshots.take(self.kube), {
-                "taken": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "karpenter": {"version": info.versions.get("karpenter", "unknown"),
                               "settings": dict(self.plan.expect.karpenter)},
                 "source": f"check {self.plan.bundle.folder}, settled"}, self.snapshot_out)

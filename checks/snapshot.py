@@ -256,10 +256,12 @@ def take(kube: Kube) -> dict[str, list[dict]]:
 
 
 def write(objects: dict[str, list[dict]], about: dict, out: Path) -> Path:
-    """DIR/snapshot.yaml (about: when, Karpenter, counts) and one YAML file per kind."""
+    """DIR/snapshot.yaml (about: Karpenter, the source; when, unless it says; the counts)
+    and one YAML file per kind."""
     out.mkdir(parents=True, exist_ok=True)
     counts = {k: len(v) for k, v in objects.items()}
-    (out / "snapshot.yaml").write_text(yaml.safe_dump({"format": FORMAT, **about,
+    taken = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (out / "snapshot.yaml").write_text(yaml.safe_dump({"format": FORMAT, "taken": taken, **about,
                                                         "counts": counts}, sort_keys=False))
     for kind, items in objects.items():
         (out / f"{kind}.yaml").write_text(yaml.safe_dump_all(items, sort_keys=False) if items else "")
@@ -290,8 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.time()
     objects = take(kube)
-    about = {"taken": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-             "took_s": round(time.time() - started, 2),
+    about = {"took_s": round(time.time() - started, 2),
              "karpenter": karpenter(_deployments_raw(kube))}
     write(objects, about, args.out)
     print(json.dumps({"out": str(args.out), **{k: len(v) for k, v in objects.items()}}))
