@@ -65,8 +65,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--snapshot-out", type=Path, default=None, metavar="DIR",
                    help="write a snapshot of the cluster once the folder settled (what "
                         "--snapshot replays)")
+    p.add_argument("--snapshot-window", default=None, metavar="DURATION",
+                   help="with --snapshot-out: then leave the cluster alone this long and record "
+                        "what Karpenter did (original.json), which a replay is compared with")
     p.add_argument("--window", default="10m", metavar="DURATION",
                    help="with --snapshot: how long Karpenter acts on the replayed state (10m)")
+    p.add_argument("--patch", type=Path, default=None, metavar="FILE",
+                   help="with --snapshot: a change (YAML merge patches of NodePools, PDBs, "
+                        "workloads) applied once the state is rebuilt: what it would do")
     p.add_argument("--expect", type=Path, default=None,
                    help="expectations (default: FOLDER/expect.yaml if there is one)")
     p.add_argument("--scale", default="", metavar="NAME=N,...",
@@ -127,6 +133,16 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(name).setLevel(logging.WARNING)
     if args.snapshot is not None or args.folder is None:
         return _replay(args)
+    if args.patch is not None:
+        return _bad_input(args, "--patch changes a replayed snapshot: it needs --snapshot DIR "
+                                "(a folder's changes are steps: docs/check.md)")
+    if args.snapshot_window is not None:
+        try:
+            if args.snapshot_out is None or not _snapshot_window(args):
+                raise ValueError("--snapshot-window needs --snapshot-out DIR and a duration "
+                                 "like 90s or 3m")
+        except ValueError as exc:
+            return _bad_input(args, str(exc))
     base: Base | None = None
     try:
         base = baseline.resolve(args.base, args.folder) if args.base else None
@@ -230,13 +246,16 @@ def _main(args, base: Base | None) -> int:
 
 def _replay(args) -> int:
     """check --snapshot DIR: the snapshot rebuilt, verified and left to Karpenter."""
-    from karpenter_e2e.checks import replay
+    from karpenter_e2e.checks import change, replay, snapshot
     from karpenter_e2e.clusters.karpenter_clock import go_duration
     if args.folder is not None or args.snapshot is None:
         return _bad_input(args, "give one of: a folder of manifests, or --snapshot DIR")
     if not (args.snapshot / "snapshot.yaml").is_file():
         return _bad_input(args, f"--snapshot {args.snapshot}: no snapshot.yaml there")
+    edits = None
     try:
+        if args.patch is not None:
+            edits = change.load(args.patch, snapshot.load(args.snapshot)[1])
         window = go_duration(args.window)
         if not window:
             raise ValueError(f"--window {args.window}: a duration like 90s or 10m")
@@ -246,10 +265,13 @@ def _replay(args) -> int:
                                      "catalogue": args.catalogue or "full"})
         backend = backends.create(backends.ClusterOptions.of(opts))
         backend.check_options()
-    except (ClusterError, ValueError) as exc:
+        other = _compared_backend(opts, backend, args.compare_version) \
+            if args.compare_version else None
+    except (ClusterError, ValueError) as exc:  # a ChangeError is a ValueError
         return _bad_input(args, str(exc))
     try:
-        return replay.run(args.snapshot, backend, args.reports_dir, window, args.keep_cluster)
+        return replay.run(args.snapshot, backend, args.reports_dir, window, args.keep_cluster,
+                          edits, other)
     except KeyboardInterrupt:
         print("check: interrupted; cluster taken down", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -262,6 +284,11 @@ def _replay(args) -> int:
         return EXIT_CLUSTER
 
 
+def _snapshot_window(args) -> float:
+    from karpenter_e2e.clusters.karpenter_clock import go_duration
+    return (go_duration(args.snapshot_window) or 0.0) if args.snapshot_window else 0.0
+
+
 def _side(args, base: Base | None, base_plan: Plan | None, base_note: str, the_plan: Plan,
           backend) -> tuple:
     """One release's check: (the --base pair or None, the head's result)."""
@@ -270,7 +297,8 @@ def _side(args, base: Base | None, base_plan: Plan | None, base_note: str, the_p
                         keep_cluster=args.keep_cluster, base_note=base_note)
         return pair, pair.head
     return None, Check(the_plan, backend, args.reports_dir, keep_cluster=args.keep_cluster,
-                       snapshot_out=args.snapshot_out).run()
+                       snapshot_out=args.snapshot_out,
+                       snapshot_window=_snapshot_window(args)).run()
 
 
 def _compared_backend(opts: argparse.Namespace, backend, version: str):

@@ -30,7 +30,7 @@ from pathlib import Path
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError
 
-from karpenter_e2e.checks import snapshot
+from karpenter_e2e.checks import change, snapshot
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
 from karpenter_e2e.clusters.labels import (
     CAPACITY_TYPE,
@@ -51,6 +51,13 @@ ORIGIN = "replay.karpenter-e2e/node"  # on a rebuilt NodeClaim: the snapshot nod
 HASH = "karpenter.sh/nodepool-hash"
 HASH_VERSION = "karpenter.sh/nodepool-hash-version"
 HELD = [{"nodes": "0"}]  # the budgets while the state is rebuilt
+# Beside a snapshot: what Karpenter decided on the original cluster over the window after it
+# was taken (check --snapshot-out --snapshot-window), to compare a replay with
+ORIGINAL = "original.json"
+# A snapshot's objects as snapshot.keep writes them may lack apiVersion: the kinds a change edits
+_API_VERSIONS = {"NodePool": "karpenter.sh/v1", "PodDisruptionBudget": "policy/v1",
+                 "PriorityClass": "scheduling.k8s.io/v1", "ReplicaSet": "apps/v1",
+                 "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "Pod": "v1"}
 LAUNCH_S = 120  # every NodeClaim launched and initialized: KWOK nodes join in seconds
 
 
@@ -274,12 +281,24 @@ class Replayer:
             (p["metadata"].get("namespace", "default"), p["metadata"]["name"])) == "")
         return out
 
-    # ---- 5: Karpenter acts -----------------------------------------------------------------
-    def release(self) -> None:
-        """The snapshot's own budgets back (Karpenter's default, 10%, where it had none)."""
+    # ---- 5: a change, then Karpenter acts -------------------------------------------------
+    def apply(self, edits: list[change.Edit]) -> None:
+        """The change (--patch) on the live objects, budgets aside (release() sets them)."""
+        for e in edits:
+            api = next(o.get("apiVersion") for o in self.objects[e.kind]
+                       if o["metadata"]["name"] == e.name) or _API_VERSIONS[e.kind]
+            res = self.dyn.resources.get(api_version=api, kind=e.kind)
+            res.patch(body=change.without_budgets(e), name=e.name, namespace=e.namespace,
+                      content_type="application/merge-patch+json",
+                      _request_timeout=self.kube.timeout)
+
+    def release(self, edits: list[change.Edit] | None = None) -> None:
+        """The snapshot's own budgets back (Karpenter's default, 10%, where it had none), or
+        the ones the change gives a pool."""
         for pool in self.objects.get("NodePool", []):
-            budgets = ((pool["spec"].get("disruption") or {}).get("budgets")
-                       or [{"nodes": "10%"}])
+            changed = change.budgets(edits or [], pool)
+            budgets = changed if changed is not None else (
+                (pool["spec"].get("disruption") or {}).get("budgets") or [{"nodes": "10%"}])
             self.kube.custom.patch_cluster_custom_object(
                 "karpenter.sh", "v1", "nodepools", pool["metadata"]["name"],
                 {"spec": {"disruption": {"budgets": budgets}}}, _request_timeout=self.kube.timeout)
@@ -325,11 +344,32 @@ def watch(seconds: float, what: str) -> None:
 
 
 # ---- the whole replay, as check --snapshot runs it ---------------------------------------------
-def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster: bool = False) -> int:
-    """Rebuild, verify, let Karpenter act for the window, report (replay.md, replay.json);
-    exit 0 when the state was reproduced and the oracles found nothing, 1 otherwise. The
-    cluster goes down (or is kept) whatever happens."""
+def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster: bool = False,
+        edits: list[change.Edit] | None = None, other=None) -> int:
+    """Rebuild, verify, apply the change (``edits``), let Karpenter act for the window,
+    report (replay.md, replay.json); with ``other`` (a second release's backend) the same
+    again on it, and the two releases' decisions diffed (compare.md). Exit 0 when every
+    replay reproduced the state, the oracles found nothing and no difference is suspect."""
     about, objects = snapshot.load(folder)
+    results = []
+    for side in (backend, other) if other is not None else (backend,):
+        result = replay_once(folder, about, objects, side, reports_dir, window_s, keep_cluster,
+                             edits or [])
+        print(result["report"])
+        print(f"files: {result['files']['markdown']}, {result['files']['json']}")
+        results.append(result)
+    failed = any(not r["exact"] or (r.get("oracles") or {}).get("findings") for r in results)
+    if other is not None:
+        text, suspect = compare(results[0], results[1])
+        print(text)
+        failed = failed or suspect > 0
+    return 1 if failed else 0
+
+
+def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backend,
+                reports_dir: Path, window_s: float, keep_cluster: bool,
+                edits: list[change.Edit]) -> dict:
+    """One replay on ``backend``'s cluster, which goes down (or is kept) whatever happens."""
     out_dir = reports_dir / "runs" / f"replay-{new_run_id()}"
     out_dir.mkdir(parents=True, exist_ok=True)
     info = backend.up()
@@ -340,7 +380,8 @@ def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster:
                                "cluster of its own")
         nodeclass = (info.nodeclass_group, info.nodeclass_version, info.nodeclass_kind)
         r = Replayer(kube, objects, nodeclass)
-        log.info("replay %s: %s", folder, about.get("counts"))
+        log.info("replay %s on Karpenter %s: %s", folder, info.versions.get("karpenter"),
+                 about.get("counts"))
         rebuilt = r.pools_and_nodes()
         r.workloads(rebuilt)
         eventually(lambda: _placed(r, rebuilt), what="the replayed pods bound where they ran",
@@ -351,14 +392,18 @@ def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster:
                   f"{info.versions.get('karpenter')}", "", table(rebuilt)]
         result: dict = {"snapshot": str(folder), "about": about, "exact": rebuilt.exact,
                         "rows": rebuilt.rows, "left_out": rebuilt.left_out,
-                        "karpenter": info.versions.get("karpenter")}
+                        "karpenter": info.versions.get("karpenter"),
+                        "change": [{"ref": e.ref, "patch": e.patch} for e in edits]}
         if rebuilt.exact:
             timeline = Timeline(f"replay {folder.name}", str(folder), "")
             timeline.record(kube, "", namespace=lambda: ALL_NAMESPACES)
             offset = info.karpenter_log.stat().st_size if info.karpenter_log and \
                 info.karpenter_log.exists() else 0
-            before = _cost(r)
-            r.release()
+            before = cost_now(kube)
+            if edits:
+                r.apply(edits)
+                report.append(change.describe(edits))
+            r.release(edits)
             watch(window_s, f"Karpenter acting on the replayed state ({window_s:.0f}s window)")
             timeline.stop()
             assert timeline.recording is not None  # record() made it
@@ -370,17 +415,68 @@ def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster:
             verdict = oracles.judge(rec)
             d = decisions.record(rec, verdict)
             result.update(decisions=d.to_dict(), oracles=verdict.to_dict(),
-                          cost_before=before, cost_after=_cost(r),
+                          cost_before=before, cost_after=cost_now(kube),
                           blocked=_blocked(rec))
             report += [_acted(result, window_s), "## Oracles", "", "```", verdict.summary(), "```"]
-        (out_dir / "replay.md").write_text("\n".join(report) + "\n")
+            report.append(against_original(folder, window_s, d, result))
+        result["report"] = "\n".join(report) + "\n"
+        result["files"] = {"markdown": str(out_dir / "replay.md"),
+                           "json": str(out_dir / "replay.json")}
+        (out_dir / "replay.md").write_text(result["report"])
         (out_dir / "replay.json").write_text(json.dumps(result, indent=1, default=str))
-        print("\n".join(report))
-        print(f"files: {out_dir / 'replay.md'}, {out_dir / 'replay.json'}")
-        return 0 if rebuilt.exact and not (result.get("oracles") or {}).get("findings") else 1
+        return result
     finally:
         if not keep_cluster:
             backend.down()
+
+
+def compare(a: dict, b: dict) -> tuple[str, int]:
+    """What the two releases decided on the same replayed state, and the diff (compare.md
+    and compare.json beside the second replay's report); the number of suspect differences.
+    A side that did not reproduce the snapshot has no decisions: nothing is compared."""
+    out = Path(b["files"]["json"]).parent
+    if "decisions" not in a or "decisions" not in b:
+        text = "# Not compared: a replay did not reproduce the snapshot\n"
+        (out / "compare.md").write_text(text)
+        return text, 0
+    da, db = (decisions.Decisions.from_dict(r["decisions"]) for r in (a, b))
+    found = decisions.diff(da, db)
+    suspect = len(decisions.suspects(found))
+    text = decisions.markdown(da, db, found, f"On this cluster: Karpenter {a['karpenter']} and "
+                              f"{b['karpenter']}, the same replayed state and window")
+    (out / "compare.md").write_text(text)
+    (out / "compare.json").write_text(json.dumps(
+        {"a": da.to_dict(), "b": db.to_dict(), "a_files": a["files"],
+         "differences": [d.to_dict() for d in found], "suspect": suspect}, indent=1, default=str))
+    b["files"]["compare"] = str(out / "compare.md")
+    return text + f"\nfiles: {out / 'compare.md'}, {out / 'compare.json'}\n", suspect
+
+
+def against_original(folder: Path, window_s: float, replayed: decisions.Decisions,
+                     result: dict) -> str:
+    """The replay's decisions beside the original cluster's over the same window after the
+    snapshot (original.json, when the snapshot has one): a replay that reproduces the state
+    should decide as the original did. Karpenter's own clocks restart with the rebuild (a
+    node's consolidateAfter counts from when the replay made it), so what is compared is what
+    had happened by the end of the window. Reported, not judged: the same release decides
+    differently between two runs too (docs/differential.md, the noise floor)."""
+    path = folder / ORIGINAL
+    if not path.is_file():
+        return ""
+    original = json.loads(path.read_text())
+    if abs(float(original["window_s"]) - window_s) > 1:
+        return (f"\n## The original cluster\n\nNot compared: the original was watched "
+                f"{original['window_s']:.0f}s after the snapshot, this replay {window_s:.0f}s.\n")
+    was = decisions.Decisions.from_dict(original["decisions"])
+    found = decisions.diff(was, replayed)
+    result["original"] = {**original, "differences": [x.to_dict() for x in found]}
+    cost = (f"Cost per hour over the window: the original ${original['cost_before']:.4f} -> "
+            f"${original['cost_after']:.4f}; the replay ${result['cost_before']:.4f} -> "
+            f"${result['cost_after']:.4f}.")
+    return "\n" + decisions.markdown(
+        was, replayed, found, f"The original cluster ({original.get('karpenter')}) and the "
+        f"replay over the same {window_s:.0f}s after the snapshot",
+        names=("original", "replay")) + "\n" + cost + "\n"
 
 
 def _placed(r: Replayer, rebuilt: Rebuilt) -> Observation:
@@ -390,9 +486,11 @@ def _placed(r: Replayer, rebuilt: Rebuilt) -> Observation:
     return Observation(placed == total, f"{placed} of {total} pods bound where they ran")
 
 
-def _cost(r: Replayer) -> float:
-    return round(sum(float((n["metadata"].get("labels") or {}).get(PRICE) or 0.0)
-                     for n in r.listed("v1", "Node")), 4)
+def cost_now(kube: Kube) -> float:
+    """The cluster's cost per hour: its nodes' catalogue prices (their price labels)."""
+    nodes = kube.core.list_node(_request_timeout=kube.timeout).items
+    prices = [float(((n.metadata and n.metadata.labels) or {}).get(PRICE) or 0.0) for n in nodes]
+    return round(sum(prices), 4)
 
 
 def _blocked(rec) -> dict[str, list[str]]:

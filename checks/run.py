@@ -102,9 +102,12 @@ class Check:
     (the second check of --base runs on the cluster the first one emptied)."""
 
     def __init__(self, plan_: Plan, backend, reports_dir: Path, keep_cluster: bool = False,
-                 reuse: bool | None = None, snapshot_out: Path | None = None):
+                 reuse: bool | None = None, snapshot_out: Path | None = None,
+                 snapshot_window: float = 0.0):
         self.plan, self.backend, self.keep = plan_, backend, keep_cluster
         self.snapshot_out = snapshot_out  # the settled state, as checks.snapshot writes it
+        # then left alone this long, what Karpenter did in it recorded beside the snapshot
+        self.snapshot_window = snapshot_window
         self.reuse = keep_cluster if reuse is None else reuse
         self.run_id = f"check-{new_run_id()}"
         self.out_dir = reports_dir / "runs" / self.run_id
@@ -230,6 +233,8 @@ class Check:
                 "karpenter": {"version": info.versions.get("karpenter", "unknown"),
                               "settings": dict(self.plan.expect.karpenter)},
                 "source": f"check {self.plan.bundle.folder}, settled"}, self.snapshot_out)
+            if self.snapshot_window:
+                self._original_window(info, timeline, offset)
         _phase_history(out_snap, timeline, t_apply)
         results = [dict(r.to_dict(), phase="scale-out")
                    for r in (e.evaluate(out_snap) for e in self.plan.expect.expect)]
@@ -260,6 +265,27 @@ class Check:
         result["passed"] = result["passed"] and not verdict.failed
         report.write(result, self.out_dir)  # check.json again: with the verdict and the decisions
         return result
+
+    def _original_window(self, info, timeline: Timeline, offset: int) -> None:
+        """The cluster the snapshot was taken of, left alone for the snapshot window: what
+        Karpenter decided in it (original.json beside the snapshot), which a replay of the
+        snapshot over the same window is compared with (docs/replay.md)."""
+        from karpenter_e2e.checks import replay
+        assert self.kube is not None and self.snapshot_out is not None
+        start, before = time.time(), replay.cost_now(self.kube)
+        replay.watch(self.snapshot_window, f"the original cluster left alone for the snapshot "
+                                           f"window ({self.snapshot_window:.0f}s)")
+        assert timeline.recording is not None
+        rec = oracles.gather(self.kube, timeline.recording, observe.NODEPOOL_LABEL,
+                             _read_from(info.karpenter_log, offset),
+                             info.versions.get("karpenter", ""), [ALL_NAMESPACES],
+                             pools_selector="")
+        rec.start, rec.end = start, time.time()
+        original = {"window_s": self.snapshot_window, "from": start,
+                    "karpenter": info.versions.get("karpenter"), "cost_before": before,
+                    "cost_after": replay.cost_now(self.kube),
+                    "decisions": decisions.record(rec, oracles.judge(rec)).to_dict()}
+        (self.snapshot_out / replay.ORIGINAL).write_text(json.dumps(original, indent=1))
 
     def _mapped(self, ms: list[Manifest], nodeclass: tuple[str, str, str]) -> list[Manifest]:
         """Objects as written (a step's) as they are applied in this mode."""

@@ -96,4 +96,4 @@ def test_the_diff_reads_as_a_table_suspect_first():
     assert "v1.14.3 -> v1.15.0" in text
     rows = [ln for ln in text.splitlines() if ln.startswith("| suspect") or ln.startswith("| noted")]
     assert rows[0].startswith("| suspect")
-    assert "Both releases decided the same." in decisions.markdown(run(), run(), [])
+    assert "Both decided the same." in decisions.markdown(run(), run(), [])

@@ -188,6 +188,60 @@ def test_pods_pending_together_planned_in_two_rounds_are_a_finding():
     assert case(T0 + 12) == ["plans-honest"]
 
 
+# ---- disruption budgets ---------------------------------------------------------------------------
+def _budget_case(budgets, second_at, *, first_gone=None, pool=f"default-{TID}", later=None):
+    """Three ready nodes of one pool; n1 tainted at T0+50 for Underutilized, n2 at second_at."""
+    entries = [(T0, "nodepools", "ADDED", {"name": pool, "created": int(T0), "deleting": None,
+                                           "budgets": budgets})]
+    if later:
+        entries.append((later[0], "nodepools", "MODIFIED",
+                        {"name": pool, "created": int(T0), "deleting": None, "budgets": later[1]}))
+    for i in (1, 2, 3):
+        entries += [(T0 + 1, "nodeclaims", "ADDED", claim(f"c{i}", T0 + 1, node=f"n{i}")),
+                    (T0 + 2, "nodes", "ADDED", _node(f"n{i}", T0 + 2, "0.1"))]
+    for name, at in (("n1", T0 + 50), ("n2", second_at)):
+        entries += [(at, "nodes", "MODIFIED", {**_node(name, T0 + 2, "0.1"), "disrupted": True}),
+                    (at + 3, "events", "ADDED", event("DisruptionTerminating", "NodeClaim",
+                                                      "c" + name[1:], at + 3,
+                                                      "Disrupting NodeClaim: Underutilized"))]
+    if first_gone:
+        entries += [(first_gone, "nodeclaims", "DELETED", claim("c1", T0 + 1, node="n1")),
+                    (first_gone, "nodes", "DELETED", _node("n1", T0 + 2, "0.1"))]
+    return [f.what for f in judge(Record(recording(*entries, end=T0 + 200))).findings]
+
+
+EXCEEDED = "a NodePool's disruption budgets were exceeded"
+
+
+def test_a_second_disruption_while_a_budget_of_one_is_spent_is_a_finding():
+    assert _budget_case([{"nodes": "1"}], T0 + 80) == [EXCEEDED]
+    assert _budget_case([{"nodes": "1"}], T0 + 80, first_gone=T0 + 70) == []  # the first done
+    assert _budget_case([{"nodes": "2"}], T0 + 80) == []
+    # a percentage rounds up: 34 % of 3 nodes is 2
+    assert _budget_case([{"nodes": "34%"}], T0 + 80) == []
+    assert _budget_case([{"nodes": "33%"}], T0 + 80) == [EXCEEDED]
+    # a budget for another reason does not hold Underutilized
+    assert _budget_case([{"nodes": "1", "reasons": ["Drifted"]}], T0 + 80) == []
+    # a scheduled budget is not evaluated here
+    assert _budget_case([{"nodes": "1", "schedule": "@daily", "duration": "10m"}], T0 + 80) == []
+
+
+def test_a_budget_opened_before_the_disruption_allows_it():
+    assert _budget_case([{"nodes": "1"}], T0 + 80, later=(T0 + 60, [{"nodes": "100%"}])) == []
+    # closed again after the second began: judged by what held when it began
+    assert _budget_case([{"nodes": "100%"}], T0 + 80, later=(T0 + 90, [{"nodes": "0"}])) == []
+    assert _budget_case([{"nodes": "100%"}], T0 + 80, later=(T0 + 60, [{"nodes": "1"}])) == \
+        [EXCEEDED]
+
+
+def test_allowed_disruptions_follows_karpenter():
+    assert oracles.allowed_disruptions([], 10, "Drifted") == float("inf")
+    assert oracles.allowed_disruptions([{"nodes": "10%"}], 5, "Drifted") == 1
+    assert oracles.allowed_disruptions([{"nodes": "0%"}], 5, "Drifted") == 0
+    assert oracles.allowed_disruptions([{"nodes": "3"}, {"nodes": "50%", "reasons": ["Empty"]}],
+                                       4, "Empty") == 2
+
+
 # ---- it settles, protection holds --------------------------------------------------------------
 def _node(name, t, price):
     return {"name": name, "created": int(t), "deleting": None, "instance_type": "m5.large",
