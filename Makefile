@@ -14,7 +14,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore
+.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs
 
 # An editable install: the project's root on the venv's path, where karpenter_e2e/ names the
 # layers by symlink. Nothing to redo when a module is added; only a changed pyproject does.
@@ -125,6 +125,12 @@ upgrade-gate: setup
 # N and TO are soak's and the gate's too: explore takes them only from the command line
 explore: setup
 	$(PY) -m karpenter_e2e.runners.explore --from $(FROM) $(if $(filter command line,$(origin TO)),--to $(TO)) --n $(if $(filter command line,$(origin N)),$(N),3) $(if $(SEED),--seed $(SEED)) $(if $(SHRINK),--shrink-budget $(SHRINK))
+
+## release-diffs: each served release against the one before it, every example on both,
+## the differences joined into one table (the nightly; docs/differential.md):
+## make release-diffs [PAIRS=v1.14.3:v1.15.0,...] [LAST=K] [FOLDERS="dir ..."] [EXPLORE=N]
+release-diffs: build
+	$(PY) -m karpenter_e2e.runners.release_diffs $(if $(PAIRS),--pairs $(PAIRS)) $(if $(LAST),--last $(LAST)) $(foreach f,$(FOLDERS),--folder $(f)) $(if $(EXPLORE),--explore $(EXPLORE))
 
 ## mutants: the kill matrix: each mutant (a patched Karpenter) must fail the scenarios it names
 ## (MUTANT_CLUSTER=aws-sim: the AWS provider's mutants, in aws-sim mode)

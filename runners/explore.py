@@ -198,6 +198,11 @@ def _write_table(out: Path, seed: str, args, rows) -> None:
     lines += [f"| {i} | {what} | {said} | {minimal or '–'} | {runs} | {s:.0f} |"
               for i, what, said, minimal, runs, s in rows]
     (out / "explore.md").write_text("\n".join(lines) + "\n")
+    (out / "explore.json").write_text(json.dumps(
+        {"seed": seed, "from": args.from_v, "to": args.to_v, "n": args.n,
+         "cases": [{"case": i, "what": what, "found": said, "minimal": minimal,
+                    "shrink_runs": runs, "seconds": round(s)}
+                   for i, what, said, minimal, runs, s in rows]}, indent=1))
 
 
 if __name__ == "__main__":

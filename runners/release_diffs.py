@@ -1,0 +1,201 @@
+"""`make release-diffs [PAIRS=...] [FOLDERS=...] [EXPLORE=N]`: each served release against
+the one before it, on the same workloads, every difference in what they decided joined into
+one table (docs/differential.md, "The nightly").
+
+    python -m karpenter_e2e.runners.release_diffs [--pairs A:B,...|--last K]
+        [--folder DIR ...] [--explore N] [--seed S] [--cluster local] [--out reports/release-diffs]
+
+Per pair, each folder (default: every example but plugin-project, as the upgrade gate's
+differential phase) is checked on A and on B (`check DIR --karpenter-version A
+--compare-version B`, the same Kubernetes release and catalogue on both sides), and, with
+--explore N, N generated cases run on both (`make explore`, seed "<seed>-<A>-<B>", so each
+pair's cases reproduce alone). The table (OUT/release-diffs.md, .json) is rewritten as each
+check ends: per pair, what was diffed and how many differences were suspect, expected and
+noted; then every difference, with the folder, the field, both values and why it is
+expected (the features table's entry) or suspect. Exit 1 when a pair has a suspect
+difference or a side whose oracles fail, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.runners import matrix
+from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
+from karpenter_e2e.runners.upgrade_gate import diff_folders
+
+ROOT = Path(__file__).resolve().parent.parent
+EXIT_BAD_INPUT = 2
+
+
+def pairs_of(versions: list[str]) -> list[tuple[str, str]]:
+    """Each release after the first against the one before it (oldest first)."""
+    return list(zip(versions, versions[1:], strict=False))
+
+
+def chosen_pairs(spec: str, last: int, served: list[str]) -> list[tuple[str, str]]:
+    """--pairs "A:B,C:D" (each release served) or the last K consecutive pairs (default all)."""
+    if spec:
+        out = []
+        for item in spec.split(","):
+            a, sep, b = item.strip().partition(":")
+            if not sep or not a or not b:
+                raise matrix.BadInput(f"--pairs {item!r}: FROM:TO, as v1.14.3:v1.15.0")
+            a, b = matrix.check_versions([a], lambda: served)[0], \
+                matrix.check_versions([b], lambda: served)[0]
+            out.append((a, b))
+        return out
+    every = pairs_of(served)
+    return every[-last:] if last else every
+
+
+def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str) -> dict:
+    """`check FOLDER` on A and B, its reports in OUT/A-B/FOLDER; what it found."""
+    reports = out / f"{a}-{b}" / folder.name
+    cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", cluster,
+           "--cluster-name", "release-diffs", "--karpenter-version", a, "--compare-version", b,
+           "--reports-dir", str(reports)]
+    code = _run(cmd, reports / "check.log", f"{a}-{b}-{folder.name}")
+    row: dict = {"folder": folder.name, "exit": code, "reports": str(reports),
+                 "differences": [], "oracles": {}}
+    for path in sorted(reports.glob("runs/check-*/check.json")):
+        result = json.loads(path.read_text())
+        release = (result.get("decisions") or {}).get("release") or path.parent.name
+        row["oracles"][release] = sorted({f["oracle"] for f in
+                                          (result.get("oracles") or {}).get("findings") or []})
+    for path in reports.glob("runs/check-*/compare.json"):
+        row["differences"] = json.loads(path.read_text())["differences"]
+    return row
+
+
+def explore_pair(a: str, b: str, n: int, seed: str, out: Path, cluster: str) -> dict:
+    """N generated cases on A and B (runners/explore.py); what they found."""
+    where = out / f"{a}-{b}" / "explore"
+    name = f"{seed}-{a}-{b}"
+    cmd = [sys.executable, "-m", "karpenter_e2e.runners.explore", "--from", a, "--to", b,
+           "--n", str(n), "--seed", name, "--cluster", cluster, "--out", str(where)]
+    code = _run(cmd, where / f"{name}.log", f"explore-{a}-{b}")
+    table = where / name / "explore.json"
+    cases = json.loads(table.read_text())["cases"] if table.is_file() else []
+    return {"folder": f"explore ({n} cases, seed {name})", "exit": code, "reports": str(where / name),
+            "cases": cases, "differences": [], "oracles": {}}
+
+
+def _run(cmd: list[str], log: Path, name: str) -> int:
+    print("$", " ".join(cmd), flush=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    children = Children()
+    try:
+        kid = children.start(Child(name, cmd, log, cwd=ROOT))
+        assert kid is not None
+        return kid.wait()
+    except BaseException:  # Ctrl-C: each check takes its clusters down first
+        children.interrupt()
+        raise
+
+
+def counts(rows: list[dict]) -> dict[str, int]:
+    out = {"suspect": 0, "expected": 0, "noted": 0}
+    for r in rows:
+        for d in r["differences"]:
+            out[d["status"]] += 1
+        out["suspect"] += sum(1 for c in r.get("cases", []) if "suspect:" in c["found"])
+    return out
+
+
+def failed(rows: list[dict]) -> bool:
+    return any(counts([r])["suspect"] or any(r["oracles"].values())
+               or r["exit"] not in (0, 1) for r in rows)
+
+
+def markdown(pairs: dict[str, list[dict]], started: str) -> str:
+    lines = ["# What changes between consecutive releases", "",
+             f"Started {started}. Each release against the one before it, on the same workloads "
+             "(docs/differential.md). Reproduce a row with the command in its check.log.", "",
+             "| pair | workloads | suspect | expected | noted | oracles failing | no verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for pair, rows in pairs.items():
+        n = counts(rows)
+        oracles = sorted({f"{o} on {rel} ({r['folder']})" for r in rows
+                          for rel, names in r["oracles"].items() for o in names})
+        broken = [f"{r['folder']} (exit {r['exit']})" for r in rows if r["exit"] not in (0, 1)]
+        lines.append(f"| {pair} | {len(rows)} | {n['suspect']} | {n['expected']} | {n['noted']} | "
+                     f"{'; '.join(oracles) or '–'} | {', '.join(broken) or '–'} |")
+    for pair, rows in pairs.items():
+        diffs = [(r["folder"], d) for r in rows for d in r["differences"]]
+        found = [(r["folder"], c) for r in rows for c in r.get("cases", [])
+                 if c["found"] != "clean"]
+        lines += ["", f"## {pair}", ""]
+        if not diffs and not found:
+            lines.append("Both releases decided the same on every workload.")
+            continue
+        if diffs:
+            lines += ["| workload | status | field | key | before | after | why |",
+                      "|---|---|---|---|---|---|---|"]
+            order = {"suspect": 0, "expected": 1, "noted": 2}
+            for folder, d in sorted(diffs, key=lambda x: (order[x[1]["status"]], x[0])):
+                lines.append(f"| {folder} | {d['status']} | {d['field']} | {d['key'] or '–'} | "
+                             f"{_cell(d['a'])} | {_cell(d['b'])} | {d.get('why') or '–'} |")
+        for folder, c in found:
+            lines.append(f"- {folder}, case {c['case']}: {c['found']}"
+                         + (f" (minimal: {c['minimal']})" if c["minimal"] else ""))
+    return "\n".join(lines) + "\n"
+
+
+def _cell(v) -> str:
+    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.release_diffs",
+                                description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pairs", default="", help="FROM:TO,... (default: every consecutive pair)")
+    p.add_argument("--last", type=int, default=0, help="only the last K consecutive pairs")
+    p.add_argument("--folder", action="append", default=[], type=Path, metavar="DIR",
+                   help="a folder to diff (repeatable; default: every example)")
+    p.add_argument("--explore", type=int, default=0, metavar="N",
+                   help="also N generated cases per pair (default 0)")
+    p.add_argument("--seed", default="nightly", help="the explore seed's stem (default nightly)")
+    p.add_argument("--cluster", default="local", choices=("local", "aws-sim"))
+    p.add_argument("--out", type=Path, default=ROOT / "reports" / "release-diffs")
+    args = p.parse_args(argv)
+    try:
+        missing = [str(d) for d in args.folder if not d.is_dir()]
+        if missing:
+            raise matrix.BadInput(f"--folder: no such folder: {', '.join(missing)}")
+        if args.explore < 0 or args.last < 0:
+            raise matrix.BadInput("--explore and --last are 0 or more")
+        pairs = chosen_pairs(args.pairs, args.last, matrix.default_versions())
+    except (matrix.BadInput, ClusterError) as exc:
+        print(f"release-diffs: bad input, nothing started:\n{exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    folders = diff_folders(args.folder, not args.folder)
+    args.out.mkdir(parents=True, exist_ok=True)
+    sigterm_as_ctrl_c()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    table: dict[str, list[dict]] = {}
+    for a, b in pairs:
+        rows = table.setdefault(f"{a} -> {b}", [])
+        for folder in folders:
+            rows.append(check_pair(folder, a, b, args.out, args.cluster))
+            _write(args.out, table, started)
+        if args.explore:
+            rows.append(explore_pair(a, b, args.explore, args.seed, args.out, args.cluster))
+            _write(args.out, table, started)
+    print((args.out / "release-diffs.md").read_text())
+    return 1 if any(failed(rows) for rows in table.values()) else 0
+
+
+def _write(out: Path, table: dict[str, list[dict]], started: str) -> None:
+    (out / "release-diffs.md").write_text(markdown(table, started))
+    (out / "release-diffs.json").write_text(json.dumps(table, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

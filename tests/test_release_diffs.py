@@ -1,0 +1,44 @@
+"""The nightly's release pairs and its table, on rows made by hand."""
+
+import pytest
+
+from karpenter_e2e.runners import matrix, release_diffs
+
+SERVED = ["v1.12.1", "v1.13.0", "v1.14.0", "v1.14.3", "v1.15.0"]
+
+
+def test_pairs_are_consecutive_served_releases():
+    assert release_diffs.chosen_pairs("", 0, SERVED)[0] == ("v1.12.1", "v1.13.0")
+    assert len(release_diffs.chosen_pairs("", 0, SERVED)) == 4
+    assert release_diffs.chosen_pairs("", 2, SERVED) == [("v1.14.0", "v1.14.3"),
+                                                          ("v1.14.3", "v1.15.0")]
+    assert release_diffs.chosen_pairs("v1.13.0:v1.15.0", 0, SERVED) == [("v1.13.0", "v1.15.0")]
+
+
+@pytest.mark.parametrize("spec", ["v1.14.3", "v1.14.3:", "v1.14.3:v9.9.9"])
+def test_a_bad_pair_is_bad_input(spec):
+    with pytest.raises(matrix.BadInput):
+        release_diffs.chosen_pairs(spec, 0, SERVED)
+
+
+def diff(status, field="nodeclaims", key="", a=1, b=2, why=""):
+    return {"status": status, "field": field, "key": key, "a": a, "b": b, "why": why}
+
+
+def test_the_table_counts_and_lists_every_difference():
+    table = {"v1.14.3 -> v1.15.0": [
+        {"folder": "workshop-basic", "exit": 0, "oracles": {"v1.14.3": [], "v1.15.0": []},
+         "differences": [diff("expected", why="consolidation-price-filter (v1.15.0)"),
+                         diff("noted", "events", "Nominated", 5, 6)]},
+        {"folder": "capacity-split", "exit": 1, "oracles": {"v1.15.0": ["it-settles"]},
+         "differences": [diff("suspect", "instance_types", "c5.large", 2, 0)]},
+        {"folder": "explore (1 cases, seed s)", "exit": 0, "oracles": {}, "differences": [],
+         "cases": [{"case": 0, "found": "clean", "minimal": ""}]}]}
+    text = release_diffs.markdown(table, "now")
+    assert "| v1.14.3 -> v1.15.0 | 3 | 1 | 1 | 1 | it-settles on v1.15.0 (capacity-split) | – |" in text
+    assert "| capacity-split | suspect | instance_types | c5.large | 2 | 0 | – |" in text
+    assert text.index("suspect | instance_types") < text.index("expected | nodeclaims")
+    assert release_diffs.failed(table["v1.14.3 -> v1.15.0"])
+    clean = [{"folder": "x", "exit": 0, "oracles": {}, "differences": [diff("noted")]}]
+    assert not release_diffs.failed(clean)
+    assert release_diffs.failed([{**clean[0], "exit": 3}])  # no verdict is no pass
