@@ -12,6 +12,7 @@ from karpenter_e2e.fixtures.scenario import (
     INSTANCE_TYPE,
     NODEPOOL,
     POLLING_PERIOD_S,
+    ROOMY_CPU,
     VALIDATION_DELAY_S,
     Observation,
     claim_requirement,
@@ -238,7 +239,7 @@ def test_capacity_buffer_gets_a_nodeclaim_per_chunk(nodepool_factory, inflate_fa
               f"{BUFFER_CHUNKS} 1-CPU chunks, one per node"):
         # The workshop pool's 10 CPU would bind: Karpenter counts each planned NodeClaim at
         # its largest instance-type option (up to 8 vCPU) against the limit.
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})
+        pool = nodepool_factory("default", spec={"limits": {"cpu": ROOMY_CPU}})
         apart = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": {"app": "spare"}},
              "topologyKey": "kubernetes.io/hostname"}]}}}

@@ -13,6 +13,7 @@ import pytest
 from karpenter_e2e.fixtures.scenario import (
     CAPACITY_TYPE,
     POLLING_PERIOD_S,
+    ROOMY_CPU,
     VALIDATION_DELAY_S,
     NodeTainter,
     Observation,
@@ -82,7 +83,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
                                       "consolidateAfter": f"{after_s}s"}
         # No limit that would cap a runaway before the bound does (the workshop pool's 10 CPU
         # stops at 5 nodes).
-        spec["spec"]["limits"] = {"cpu": "1000"}
+        spec["spec"]["limits"] = {"cpu": ROOMY_CPU}
         pool = nodepool_factory(spec)
         seen = {"nodes": 0, "in_flight": 0, "claims": set(), "gap": 0.0, "bound": MAX_NODES}
         taken: dict[str, float] = {}  # node -> when Karpenter began taking it back

@@ -11,6 +11,7 @@ from karpenter_e2e.fixtures.scenario import (
     NODEPOOL,
     NOMINATION_WINDOW_S,
     POD_EVENT_DEDUPE_S as DEDUPE,
+    ROOMY_CPU,
     Observation,
     describe_claims,
     narrow,
@@ -100,7 +101,7 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
         pool = nodepool_factory("default", spec={"limits": {"cpu": "0"}})
         inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
         expect.planned_together(inflate, 10, lambda: nodepool_factory.patch(
-            pool, {"spec": {"limits": {"cpu": "100"}}}))
+            pool, {"spec": {"limits": {"cpu": ROOMY_CPU}}}))
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
         cost_before = sum(price(n) for n in before.values())
         old_claims = {view.name(c) for c in expect.nodeclaims(pool)}
@@ -152,7 +153,7 @@ def spot_node_left_underused(nodepool_factory, inflate_factory, expect):
         pool = nodepool_factory(spec, spec={"limits": {"cpu": "0"}})
         inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
         expect.planned_together(inflate, 10, lambda: nodepool_factory.patch(
-            pool, {"spec": {"limits": {"cpu": "100"}}}))
+            pool, {"spec": {"limits": {"cpu": ROOMY_CPU}}}))
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
         old = {view.name(c) for c in expect.nodeclaims(pool)}
         assert len(old) == 1, f"10 one-CPU pods on {len(old)} NodeClaims, not one"

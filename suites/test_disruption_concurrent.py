@@ -11,6 +11,7 @@ import pytest
 
 from karpenter_e2e.fixtures.scenario import (
     ONE_PER_NODE,
+    ROOMY_CPU,
     Observation,
     pod_phase,
     step,
@@ -70,7 +71,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
               f"pods one per node under a PDB maxUnavailable 1, and a spare pod's node"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old, spec={
-            "limits": {"cpu": "100"},
+            "limits": {"cpu": ROOMY_CPU},
             "template": {"spec": {"expireAfter": f"{EXPIRE_S}s"}},
             "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized",
                            "consolidateAfter": "0s", "budgets": [{"nodes": "100%"}]}})

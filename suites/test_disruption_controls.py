@@ -13,6 +13,7 @@ import pytest
 from karpenter_e2e.fixtures.scenario import (
     ONE_PER_NODE,
     POLLING_PERIOD_S,
+    ROOMY_CPU,
     VALIDATION_DELAY_S,
     Observation,
     step,
@@ -168,7 +169,7 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
     Consolidatable and leaves them; annotation removed: they are consolidated."""
     with step("given a WhenEmptyOrUnderutilized pool (consolidateAfter 0s), 10 "
               "do-not-disrupt pods"):
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}, "disruption": {
+        pool = nodepool_factory("default", spec={"limits": {"cpu": ROOMY_CPU}, "disruption": {
             "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}})
         inflate = inflate_factory(replicas=10, node_selector=pool.template_labels)
         running = expect.eventually_pods_running(inflate, 10)

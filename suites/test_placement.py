@@ -16,6 +16,7 @@ from karpenter_e2e.fixtures.scenario import (
     INSTANCE_TYPE,
     NODEPOOL,
     ONE_PER_NODE,
+    ROOMY_CPU,
     TEST_LABEL,
     ZONE,
     Observation,
@@ -190,7 +191,7 @@ def test_min_domains_above_the_zones_a_pool_has_caps_the_spread(nodepool_factory
         # them, and the workshop's 10 CPUs would refuse the third pod for that reason first.
         pool = nodepool_factory(narrow(nodepool_factory.spec("default"),
                                        require(ZONE, "In", *zones), replacing=(ZONE,)),
-                                spec={"limits": {"cpu": "100"}})
+                                spec={"limits": {"cpu": ROOMY_CPU}})
         spread = spread_over(ZONE)
         spread["topologySpreadConstraints"][0]["minDomains"] = 3
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels,
@@ -256,7 +257,7 @@ def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_facto
             pools[name] = nodepool_factory(
                 narrow(nodepool_factory.spec("default"), require(ZONE, "In", *zones),
                        replacing=(ZONE,)),
-                name=name, spec={"limits": {"cpu": "100"}})
+                name=name, spec={"limits": {"cpu": ROOMY_CPU}})
             spread = spread_over(ZONE, app=name)
             if policy:
                 spread["topologySpreadConstraints"][0]["nodeTaintsPolicy"] = policy
@@ -338,7 +339,7 @@ def test_node_affinity_policy_decides_whether_pods_the_selector_excludes_count(
         for name, policy in (("honor", None), ("ignore", "Ignore")):
             pools[name] = nodepool_factory(
                 narrow(nodepool_factory.spec("default"), require(ZONE, "In", *zones),
-                       replacing=(ZONE,)), name=name, spec={"limits": {"cpu": "100"}})
+                       replacing=(ZONE,)), name=name, spec={"limits": {"cpu": ROOMY_CPU}})
             spread = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
                       "labelSelector": {"matchExpressions": [
                           {"key": "app", "operator": "In", "values": ["other", name]}]}}
@@ -491,7 +492,7 @@ def test_gt_and_lt_bounds_are_exclusive(nodepool_factory, inflate_factory, expec
         spec = nodepool_factory.spec("default")
         narrow(spec, require(GENERATION, "Gt", "6"), require(CPUS, "Lt", "4"),
                replacing=(GENERATION,))
-        pool = nodepool_factory(spec, spec={"limits": {"cpu": "100"}})
+        pool = nodepool_factory(spec, spec={"limits": {"cpu": ROOMY_CPU}})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
 
     with step("scale inflate to 4 (1 vCPU each)"):
@@ -534,10 +535,10 @@ def test_exists_and_does_not_exist_follow_the_label(nodepool_factory, inflate_fa
               f"DoesNotExist, a 1-vCPU workload on the first and a GPU one on the second"):
         exists = nodepool_factory(open_to_gpu_types(
             nodepool_factory, "exists", require(GPU_COUNT, "Exists")),
-            name="exists", spec={"limits": {"cpu": "100"}})
+            name="exists", spec={"limits": {"cpu": ROOMY_CPU}})
         absent = nodepool_factory(open_to_gpu_types(
             nodepool_factory, "absent", require(GPU_COUNT, "DoesNotExist")),
-            name="absent", spec={"limits": {"cpu": "100"}})
+            name="absent", spec={"limits": {"cpu": ROOMY_CPU}})
         plain = inflate_factory("plain", replicas=0, node_selector=exists.template_labels,
                                 cpu="1")
         gpu = inflate_factory("gpu-app", replicas=0, node_selector=absent.template_labels,
@@ -794,7 +795,7 @@ def test_anti_affine_pods_get_one_node_each(nodepool_factory, inflate_factory, e
 # against the pool's limits at the largest type it could become, so under the workshop's 10
 # CPUs only 2 fit in a round; the other pods fail once, and a pod that failed has its
 # preferences relaxed (seen on v1.13.0-v1.15.0: 2 NodeClaims, one of them for 3 pods).
-ROOM_FOR_FOUR = {"limits": {"cpu": "100"}}
+ROOM_FOR_FOUR = {"limits": {"cpu": ROOMY_CPU}}
 PREFERRED_ONE_PER_NODE = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
     "weight": 100, "podAffinityTerm": ONE_PER_NODE["podAntiAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"][0]}]}}

@@ -16,6 +16,7 @@ from karpenter_e2e.fixtures.scenario import (
     NODEPOOL,
     ONE_PER_NODE,
     PAUSE_IMAGE,
+    ROOMY_CPU,
     ZONE,
     Observation,
     describe_claims,
@@ -160,7 +161,14 @@ def claimed(claims, resource: str = "cpu") -> float:
 
 
 def instance_size(claim: dict, resource: str) -> float:
-    """The ``resource`` capacity of the claim's instance type, from its label (0 before launch)."""
+    """The ``resource`` capacity Karpenter's provider gives the claim's instance type, which its
+    limit filter compares with the room left (scheduling/scheduler.go
+    filterByRemainingResources: it.Capacity); 0 before launch. The AWS provider writes that
+    capacity on the NodeClaim at launch (memory less VM_MEMORY_OVERHEAD_PERCENT, below the
+    type's label); the KWOK provider writes the claim's requests there instead, so for its
+    NodeClaims it is the type's label (its instance-types file holds the same numbers)."""
+    if (claim["spec"].get("nodeClassRef") or {}).get("kind") == "EC2NodeClass":
+        return float(parse_quantity((view.status(claim).get("capacity") or {}).get(resource, "0")))
     label, unit = LIMITED[resource]
     return float(view.labels(claim).get(label, 0)) * unit
 
@@ -285,7 +293,7 @@ def test_nodepool_memory_limit_is_never_exceeded(nodepool_factory, inflate_facto
     Karpenter says the limit is exceeded, and stops only when no type fits the room left."""
     limit = LIMIT_MEMORY_GI * GI
     with step(f"given the default pool with limits memory {LIMIT_MEMORY_GI}Gi, cpu 1000"):
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "1000",
+        pool = nodepool_factory("default", spec={"limits": {"cpu": ROOMY_CPU,
                                                             "memory": f"{LIMIT_MEMORY_GI}Gi"}})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, cpu="100m",
                                   memory="1Gi")
@@ -308,7 +316,7 @@ def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory
     no third NodeClaim, and Karpenter says the pool's node limit is exhausted."""
     with step(f"given the default pool with limits nodes {NODE_LIMIT}, cpu 100, and "
               f"inflate at {NODE_LIMIT}, one pod per node"):
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "100", "nodes": str(NODE_LIMIT)}})
+        pool = nodepool_factory("default", spec={"limits": {"cpu": ROOMY_CPU, "nodes": str(NODE_LIMIT)}})
         inflate = inflate_factory(replicas=NODE_LIMIT, node_selector=pool.template_labels,
                                   extra_pod_spec={"affinity": ONE_PER_NODE})
         expect.eventually_pods_running(inflate, NODE_LIMIT)
@@ -350,7 +358,7 @@ def test_nodepool_node_limit_is_never_exceeded(nodepool_factory, inflate_factory
 def test_instance_sizes_fit_the_requests(nodepool_factory, inflate_factory, expect, timings):
     """Workshop rightsizing: 8 pods x 1 CPU / 1Gi land on nodes no more than one size too big."""
     with step("given the default NodePool (limit raised to 100 CPU) and inflate at 0"):
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})
+        pool = nodepool_factory("default", spec={"limits": {"cpu": ROOMY_CPU}})
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels, memory="1Gi")
 
     with step("scale inflate to 8"):
@@ -715,7 +723,7 @@ def test_ephemeral_storage_requests_decide_how_many_pods_share_a_nodeclaim(
               f"storage) and oversized (1 pod, 100m, {OVERSIZED})"):
         # Limits raised: Karpenter counts an in-flight NodeClaim at its largest type against
         # them, and the workshop's 10 CPUs could refuse the second NodeClaim for that first.
-        pool = nodepool_factory("default", spec={"limits": {"cpu": "100"}})
+        pool = nodepool_factory("default", spec={"limits": {"cpu": ROOMY_CPU}})
         scratch = inflate_factory("scratch", replicas=0, node_selector=pool.template_labels,
                                   cpu="100m", ephemeral_storage=SCRATCH)
         oversized = inflate_factory("oversized", replicas=0, node_selector=pool.template_labels,

@@ -97,3 +97,12 @@ def test_the_diff_reads_as_a_table_suspect_first():
     rows = [ln for ln in text.splitlines() if ln.startswith("| suspect") or ln.startswith("| noted")]
     assert rows[0].startswith("| suspect")
     assert "Both decided the same." in decisions.markdown(run(), run(), [])
+
+
+def test_a_workload_whose_pods_were_made_on_one_side_only_is_noted_not_suspect():
+    """A replay's consolidation moved app-5's pods on one release and not the other: which
+    pods move is what disruptions and pending compare; their time to running is not comparable."""
+    a, b = run(), run()
+    b.to_running_s["app-5"] = 0.9
+    (d,) = decisions.diff(a, b)
+    assert (d.field, d.key, d.status) == ("to_running_s", "app-5", "noted")
