@@ -93,11 +93,12 @@ example-plugin: build
 ## settings in pyproject.toml. mypy finds karpenter_e2e by path (its symlinked layers), so
 ## it needs no install of the project. A second mypy pass checks the code that imports the
 ## package from outside it (the suites, the example project), so a name moved or renamed in
-## the package fails here rather than at collection time.
+## the package fails here rather than at collection time; it checks every scenario body too
+## (--check-untyped-defs: a test function has no annotations).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --no-warn-unused-configs conftest.py suites $(EXAMPLE)/tests
+	$(VENV)/bin/mypy --no-warn-unused-configs --check-untyped-defs conftest.py suites $(EXAMPLE)/tests
 	$(VENV)/bin/lint-imports
 
 ## docs: the documentation site (mkdocs-material), built offline and strict (a broken link or

@@ -7,6 +7,7 @@ time, and takes back the nodes left empty: the pool grows, but does not run away
 import itertools
 import math
 import time
+from typing import Any
 
 import pytest
 
@@ -85,7 +86,8 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
         # stops at 5 nodes).
         spec["spec"]["limits"] = {"cpu": ROOMY_CPU}
         pool = nodepool_factory(spec)
-        seen = {"nodes": 0, "in_flight": 0, "claims": set(), "gap": 0.0, "bound": MAX_NODES}
+        seen: dict[str, Any] = {"nodes": 0, "in_flight": 0, "claims": set(), "gap": 0.0,
+                                "bound": MAX_NODES}
         taken: dict[str, float] = {}  # node -> when Karpenter began taking it back
 
         def bounded() -> Observation:

@@ -19,6 +19,7 @@ from karpenter_e2e.fixtures.scenario import (
     require,
     step,
     timestamp,
+    turned_at,
     view,
 )
 
@@ -129,7 +130,7 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
             f"{len(claims)} NodeClaims after consolidation, {len(old_claims)} before"
         # 10 one-CPU pods fit on one node, which no deletion alone can empty while 2 pods
         # remain: Karpenter must launch a cheaper replacement, ready before the old one went.
-        ready = sorted(timestamp(view.condition(c, "Initialized")["lastTransitionTime"]) for c in claims
+        ready = sorted(turned_at(c, "Initialized") for c in claims
                        if view.name(c) not in old_claims
                        and (view.condition(c, "Initialized") or {}).get("status") == "True")
         first_deleted = min(e.deleting_at for e in ends.values() if e.deleting_at)
@@ -185,7 +186,7 @@ def test_spot_to_spot_replaces_an_underused_spot_node(nodepool_factory, inflate_
             sum(price(n) for n in expect.nodes(pool))
         assert cost_after < cost_before, \
             f"the pool costs ${cost_after:.4f}/h after, ${cost_before:.4f}/h before"
-        ready = sorted(timestamp(view.condition(c, "Initialized")["lastTransitionTime"])
+        ready = sorted(turned_at(c, "Initialized")
                        for c in claims if view.is_true(c, "Initialized"))
         deleted = min(e.deleting_at for e in ends.values() if e.deleting_at)
         assert ready and ready[0] <= deleted + 1, \

@@ -13,9 +13,9 @@ from karpenter_e2e.fixtures.scenario import (
     ONE_PER_NODE,
     ROOMY_CPU,
     Observation,
+    created_at,
     pod_phase,
     step,
-    timestamp,
     view,
 )
 
@@ -83,8 +83,7 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
                                 extra_pod_spec={"affinity": ONE_PER_NODE})
         expect.eventually_pods_running(inflate, SERVED)
         expect.eventually_pods_running(spare, 1)
-        claims = {view.name(c): timestamp(view.meta(c)["creationTimestamp"])
-                  for c in expect.nodeclaims(pool)}
+        claims = {view.name(c): created_at(c) for c in expect.nodeclaims(pool)}
         assert len(claims) == SERVED + 1, f"{SERVED} pods one per node and a spare on " \
                                           f"{len(claims)} NodeClaims"
 

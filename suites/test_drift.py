@@ -13,12 +13,13 @@ from karpenter_e2e.fixtures.scenario import (
     TERMINATE_FIRST_GATES,
     ExpirationPacing,
     Observation,
+    created_at,
     describe_claims,
     require,
     static,
     static_refill_s,
     step,
-    timestamp,
+    turned_at,
     view,
 )
 
@@ -86,7 +87,7 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
 
     with step("expect the old NodeClaims to be marked Drifted"):
         drifted = expect.eventually_drifted(pool, old_claims)
-        drifted_at = max(timestamp(view.condition(c, "Drifted")["lastTransitionTime"])
+        drifted_at = max(turned_at(c, "Drifted")
                          for c in drifted if view.name(c) in old_claims)
 
     with step("expect them replaced by nodes of newnode, with all 5 pods Running"):
@@ -102,7 +103,7 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
     with step("expect each replacement ready before Karpenter deleted a drifted node"):
         # Drift replaces, it does not just delete: the first old NodeClaim may only be deleted
         # once a replacement has initialized (1s timestamp resolution).
-        ready = sorted(timestamp(view.condition(c, "Initialized")["lastTransitionTime"]) for c in claims
+        ready = sorted(turned_at(c, "Initialized") for c in claims
                        if (view.condition(c, "Initialized") or {}).get("status") == "True")
         first_deleted = min(e.deleting_at for e in ends.values() if e.deleting_at)
         assert ready and ready[0] <= first_deleted + 1, \
@@ -292,8 +293,7 @@ def test_expired_nodes_are_replaced(nodepool_factory, inflate_factory, expect, c
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels)
         inflate_factory.pdb(inflate, max_unavailable=1)
         pods = expect.eventually_pods_running(inflate, 2)
-        claims = {view.name(c): timestamp(view.meta(c)["creationTimestamp"])
-                  for c in expect.nodeclaims(pool)}
+        claims = {view.name(c): created_at(c) for c in expect.nodeclaims(pool)}
         first_nodes = set(expect.pods_on(pods))
         timeline.band(min(claims.values()) + expire_after - 1, max(claims.values()) + expire_after
                       + pace.tolerance, f"expireAfter {expire_after}s … +{pace.tolerance}s: "

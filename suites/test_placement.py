@@ -25,8 +25,8 @@ from karpenter_e2e.fixtures.scenario import (
     narrow,
     one_per_node,
     require,
+    stamp,
     step,
-    timestamp,
     untolerated,
     view,
 )
@@ -1068,7 +1068,7 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
             return Observation(init.get("status") == "True", f"Initialized: {init}", init)
 
         init = expect.eventually(initialized, f"NodeClaim {name} to be Initialized", timeout=30)
-        at = timestamp(init["lastTransitionTime"])
+        at = stamp(init["lastTransitionTime"], f"NodeClaim {name}'s Initialized")
         assert removed - 1 <= at, \
             f"NodeClaim {name} Initialized {removed - at:.0f}s before its startup taint was removed"
         nodes = list(expect.pods_on(expect.eventually_pods_running(inflate, 1)).values())

@@ -19,6 +19,7 @@ from karpenter_e2e.fixtures.scenario import (
     ROOMY_CPU,
     ZONE,
     Observation,
+    created_at,
     describe_claims,
     describe_pods,
     if_found,
@@ -26,7 +27,6 @@ from karpenter_e2e.fixtures.scenario import (
     no_type_fits,
     require,
     step,
-    timestamp,
     view,
 )
 
@@ -137,13 +137,6 @@ def capacity_cpu(nodes) -> float:
     return float(sum(parse_quantity(n.status.capacity["cpu"]) for n in nodes))
 
 
-def created(obj: dict) -> float:
-    """When the API server created ``obj`` (always set on a stored object)."""
-    born = timestamp(view.meta(obj)["creationTimestamp"])
-    assert born is not None, f"{obj['metadata']['name']} has no creationTimestamp"
-    return born
-
-
 # A limited resource, how an instance type's label states its size, and in what unit.
 LIMITED = {"cpu": (f"{AWS}/instance-cpu", 1.0), "memory": (f"{AWS}/instance-memory", 2.0 ** 20)}
 
@@ -180,8 +173,8 @@ def launches_over_limit(claims, limit: float, resource: str = "cpu") -> list[str
     other (timestamps have 1s resolution)."""
     bad = []
     for c in claims:
-        born = created(c)
-        left = limit - sum(held(o, resource) for o in claims if created(o) < born - 1)
+        born = created_at(c)
+        left = limit - sum(held(o, resource) for o in claims if created_at(o) < born - 1)
         size = instance_size(c, resource)
         if size > left:
             bad.append(f"{c['metadata']['name']} ({c['metadata']['labels'].get(INSTANCE_TYPE)}, "
@@ -627,7 +620,7 @@ def runtime_class(cluster, scope):
     node_api.create_runtime_class(
         {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
          "metadata": {"name": name, "labels": dict(scope.labels)}, "handler": "runc",
-         "overhead": {"podFixed": {"cpu": f"{int(OVERHEAD_CPU * 1000)}m"}}},
+         "overhead": {"podFixed": {"cpu": f"{int(OVERHEAD_CPU * 1000)}m"}}},  # type: ignore[arg-type]
         _request_timeout=cluster.kube.timeout)
     yield name
     if_found(lambda: node_api.delete_runtime_class(name, _request_timeout=cluster.kube.timeout))
@@ -816,7 +809,7 @@ def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory,
     with step("expect one NodeClaim planned for all 3 pods, inside the batch bounds"):
         expect.eventually_nodeclaims(pool, lambda cs: bool(cs), "a NodeClaim for the batch",
                                      BATCH_MAX_S + SOLVE_S)
-        created = sorted(timestamp(p.metadata.creation_timestamp) for p in inflate.pods())
+        created = sorted(created_at(p) for p in inflate.pods())
         first, last = created[0], created[-1]
         assert last - first < 2 * (BATCH_IDLE_S - 1), \
             f"the pods arrived {[round(t - first) for t in created]}s apart: the premise " \
@@ -827,7 +820,7 @@ def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory,
                                  f"{describe_claims(claims)}"
         planned = claims[0]["spec"].get("resources", {}).get("requests", {}).get("pods")
         assert planned == "3", f"the NodeClaim was planned for {planned} pods, not 3"
-        at = timestamp(view.meta(claims[0])["creationTimestamp"])
+        at = created_at(claims[0])
         timeline.band(last + BATCH_IDLE_S - 1, first + BATCH_MAX_S + SOLVE_S,
                       "the NodeClaim's window")
         assert last + BATCH_IDLE_S - 1 <= at <= first + BATCH_MAX_S + SOLVE_S, \

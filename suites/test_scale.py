@@ -13,13 +13,13 @@ from karpenter_e2e.fixtures.scenario import (
     Inflate,
     NodePool,
     Observation,
-    condition_time,
+    created_at,
     pod_phase,
     price,
     provisioning,
     settings,
     step,
-    timestamp,
+    turned_at,
 )
 
 # Budgets, overridable like upstream's KARPENTER_PERF_THRESHOLDS (--karpenter-perf-thresholds or the
@@ -150,7 +150,7 @@ def test_scale_case_measured_for_the_upgrade_gate(nodepool_factory, inflate_fact
         assert process["karpenter_cpu_s"] > 0 and process["karpenter_peak_rss_mib"] > 0, \
             f"Karpenter's /metrics gave {process}"
 
-    first_pod = min(timestamp(p.metadata.creation_timestamp) for p in pods)
+    first_pod = min(created_at(p) for p in pods)
     timings.record(pods=total, scale_out_s=marks["pending_to_pods_running_s"],
                    nodes=len(nodes), cost_per_hour=round(sum(price(n) for n in nodes), 3),
                    consolidation_s=round(max(gone) - scaled_in, 1), **process)
@@ -159,7 +159,7 @@ def test_scale_case_measured_for_the_upgrade_gate(nodepool_factory, inflate_fact
     timings.notes["karpenter"] = cluster.info.versions["karpenter"]
     # Curves for the gate's picture, in seconds since the first pod was created.
     timings.series["pods_ready_s"] = sorted(
-        round(condition_time(p.status.conditions, "Ready") - first_pod, 1) for p in pods)
+        round(turned_at(p, "Ready") - first_pod, 1) for p in pods)
     timings.series["nodes_s"] = sorted([round(u.created - first_pod, 1),
                                         round(u.deleted - first_pod, 1)] for u in uses)
     timings.series["scale_in_s"] = [round(scaled_in - first_pod, 1)]
