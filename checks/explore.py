@@ -44,6 +44,8 @@ class Pool:
     cpu_limit: int | None = None
     policy: str = "WhenEmptyOrUnderutilized"
     consolidate_after: str = "0s"
+    budgets: list[dict] | None = None  # disruption budgets; None: Karpenter's default (10%)
+    min_values: int | None = None  # minValues on the instance-family key (Exists)
 
 
 @dataclass
@@ -60,6 +62,8 @@ class Workload:
     do_not_disrupt: bool = False
     pdb: bool = False  # maxUnavailable 1
     scale_in: int | None = None  # replicas after the scale-out settled
+    prefer_zone: str | None = None  # a preferred node affinity for this zone (weight 50)
+    prefer_apart: bool = False  # a preferred pod anti-affinity on hostname (weight 50)
 
 
 @dataclass
@@ -80,10 +84,12 @@ class Case:
     def size(self) -> int:
         """What shrinking decreases: objects, then constraints, then replicas."""
         constraints = sum(len(p.requirements) + p.taint + (p.weight is not None)
-                          + (p.cpu_limit is not None) for p in self.pools)
+                          + (p.cpu_limit is not None) + (p.budgets is not None)
+                          + (p.min_values is not None) for p in self.pools)
         constraints += sum(bool(w.spread) + w.anti_affinity + w.do_not_disrupt + w.pdb
                            + (w.scale_in is not None) + (w.memory is not None)
-                           + (w.pool is not None) for w in self.workloads)
+                           + (w.pool is not None) + (w.prefer_zone is not None) + w.prefer_apart
+                           for w in self.workloads)
         return (100 * (len(self.pools) + len(self.workloads) + len(self.daemons))
                 + 10 * constraints + sum(w.replicas for w in self.workloads))
 
@@ -93,6 +99,8 @@ class Case:
              for r in p.requirements]
             + (["tainted"] if p.taint else []) + ([f"weight {p.weight}"] if p.weight else [])
             + ([f"limit {p.cpu_limit} CPU"] if p.cpu_limit else [])
+            + ([f"budgets {p.budgets}"] if p.budgets is not None else [])
+            + ([f"family minValues {p.min_values}"] if p.min_values else [])
             + [f"{p.policy} after {p.consolidate_after}"]) for p in self.pools]
         parts += [f"{w.name}: {w.replicas}x {w.cpu}" + (f"/{w.memory}" if w.memory else "")
                   + (f" on {w.pool}" if w.pool else "")
@@ -101,6 +109,8 @@ class Case:
                   + (", one per node" if w.anti_affinity else "")
                   + (", do-not-disrupt" if w.do_not_disrupt else "") + (", PDB" if w.pdb else "")
                   + (f", scaled to {w.scale_in}" if w.scale_in is not None else "")
+                  + (f", prefers {w.prefer_zone}" if w.prefer_zone else "")
+                  + (", prefers apart" if w.prefer_apart else "")
                   for w in self.workloads]
         parts += [f"daemon {d.name}: {d.cpu}" for d in self.daemons]
         return "; ".join(parts)
@@ -141,7 +151,10 @@ def generate(seed: str, index: int) -> Case:
             weight=rng.choice([None, None, 10, 50]),
             cpu_limit=rng.choice([None, None, 8, 16, 100]),
             policy=rng.choice(["WhenEmptyOrUnderutilized", "WhenEmptyOrUnderutilized", "WhenEmpty"]),
-            consolidate_after=rng.choice(["0s", "0s", "30s"])))
+            consolidate_after=rng.choice(["0s", "0s", "30s"]),
+            budgets=rng.choice([None, None, None, [{"nodes": "0"}], [{"nodes": "1"}],
+                                [{"nodes": "50%", "reasons": ["Underutilized"]}]]),
+            min_values=rng.choice([None, None, None, 2, 3])))
     tainted = {p.name for p in case.pools if p.taint}
     for i in range(rng.randint(1, 3)):
         pool = rng.choice([None] + [p.name for p in case.pools])
@@ -154,7 +167,9 @@ def generate(seed: str, index: int) -> Case:
             spread=spread, spread_anyway=bool(spread) and rng.random() < 0.3,
             anti_affinity=not spread and rng.random() < 0.2,
             do_not_disrupt=rng.random() < 0.15, pdb=rng.random() < 0.25,
-            scale_in=rng.choice([None, 0, max(0, replicas // 2)])))
+            scale_in=rng.choice([None, 0, max(0, replicas // 2)]),
+            prefer_zone=rng.choice([None, None, None, rng.choice(ZONES)]),
+            prefer_apart=rng.random() < 0.15))
     if rng.random() < 0.3:
         case.daemons.append(Daemon("d0", rng.choice(["100m", "250m", "500m"]),
                                    tolerates=bool(tainted)))
@@ -181,6 +196,12 @@ def manifests(case: Case) -> list[dict]:
             spec["weight"] = p.weight
         if p.cpu_limit is not None:
             spec["limits"] = {"cpu": str(p.cpu_limit)}
+        if p.budgets is not None:
+            spec["disruption"]["budgets"] = copy.deepcopy(p.budgets)
+        if p.min_values is not None:
+            spec["template"]["spec"]["requirements"].append(
+                {"key": "karpenter.k8s.aws/instance-family", "operator": "Exists",
+                 "minValues": p.min_values})
         out.append({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
                     "metadata": {"name": p.name}, "spec": spec})
     toleration = [{"key": "team", "operator": "Equal", "value": "explore", "effect": "NoSchedule"}]
@@ -200,6 +221,15 @@ def manifests(case: Case) -> list[dict]:
         if w.anti_affinity:
             pod["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": labels}}]}}
+        if w.prefer_zone:
+            pod.setdefault("affinity", {})["nodeAffinity"] = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "preference": {
+                    "matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In",
+                                          "values": [w.prefer_zone]}]}}]}
+        if w.prefer_apart:
+            pod.setdefault("affinity", {}).setdefault("podAntiAffinity", {})[
+                "preferredDuringSchedulingIgnoredDuringExecution"] = [{"weight": 50, "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": labels}}}]
         meta: dict = {"labels": labels}
         if w.do_not_disrupt:
             meta["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
@@ -262,12 +292,14 @@ def smaller(case: Case) -> Iterator[Case]:
     for i, p in enumerate(case.pools):
         for j in range(2, len(p.requirements)):  # arch and capacity type stay
             yield variant(lambda c, i=i, j=j: c.pools[i].requirements.pop(j))
-        for attr, empty in (("taint", False), ("weight", None), ("cpu_limit", None)):
+        for attr, empty in (("taint", False), ("weight", None), ("cpu_limit", None),
+                            ("budgets", None), ("min_values", None)):
             if getattr(p, attr) != empty:
                 yield variant(lambda c, i=i, attr=attr, empty=empty: setattr(c.pools[i], attr, empty))
     for i, w in enumerate(case.workloads):
         for attr, empty in (("spread", None), ("anti_affinity", False), ("do_not_disrupt", False),
-                            ("pdb", False), ("scale_in", None), ("memory", None), ("pool", None)):
+                            ("pdb", False), ("scale_in", None), ("memory", None), ("pool", None),
+                            ("prefer_zone", None), ("prefer_apart", False)):
             if getattr(w, attr) != empty:
                 yield variant(lambda c, i=i, attr=attr, empty=empty: setattr(c.workloads[i], attr, empty))
         if w.replicas > 1:

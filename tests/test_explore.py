@@ -37,13 +37,15 @@ def test_the_generator_draws_from_the_whole_inventory_it_names():
     assert operators == {"In", "NotIn", "Gt", "Lt", "Exists"}
     ws = [w for c in cases for w in c.workloads]
     for attr in ("spread", "spread_anyway", "anti_affinity", "do_not_disrupt", "pdb", "memory",
-                 "tolerates", "pool"):
+                 "tolerates", "pool", "prefer_zone", "prefer_apart"):
         assert any(getattr(w, attr) for w in ws), attr
     assert any(w.scale_in == 0 for w in ws) and any(w.scale_in for w in ws)
     pools = [p for c in cases for p in c.pools]
     assert {p.policy for p in pools} == {"WhenEmpty", "WhenEmptyOrUnderutilized"}
     assert any(p.taint for p in pools) and any(p.cpu_limit for p in pools)
     assert any(p.weight for p in pools) and any(c.daemons for c in cases)
+    assert {str(p.budgets) for p in pools} >= {"None", "[{'nodes': '0'}]", "[{'nodes': '1'}]"}
+    assert {p.min_values for p in pools} == {None, 2, 3}
 
 
 def test_each_shrink_step_is_smaller_and_still_a_valid_folder(tmp_path):
