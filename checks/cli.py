@@ -65,6 +65,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--snapshot-out", type=Path, default=None, metavar="DIR",
                    help="write a snapshot of the cluster once the folder settled (what "
                         "--snapshot replays)")
+    p.add_argument("--from-scratch", action="store_true",
+                   help="with --snapshot: also provision the same pods on an empty cluster "
+                        "first (what they would cost from scratch)")
     p.add_argument("--snapshot-window", default=None, metavar="DURATION",
                    help="with --snapshot-out: then leave the cluster alone this long and record "
                         "what Karpenter did (original.json), which a replay is compared with")
@@ -271,7 +274,7 @@ def _replay(args) -> int:
         return _bad_input(args, str(exc))
     try:
         return replay.run(args.snapshot, backend, args.reports_dir, window, args.keep_cluster,
-                          edits, other)
+                          edits, other, args.from_scratch)
     except KeyboardInterrupt:
         print("check: interrupted; cluster taken down", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -24,6 +24,7 @@ import copy
 import json
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError
 
 from karpenter_e2e.checks import change, snapshot
+from karpenter_e2e.clusters import objects as view
+from karpenter_e2e.clusters.karpenter_clock import BATCH_MAX_S
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
 from karpenter_e2e.clusters.labels import (
     CAPACITY_TYPE,
@@ -40,7 +43,7 @@ from karpenter_e2e.clusters.labels import (
     ZONE,
 )
 from karpenter_e2e.clusters.objects import PAUSE_IMAGE
-from karpenter_e2e.clusters.waits import Observation, eventually
+from karpenter_e2e.clusters.waits import Observation, WaitTimeout, eventually
 from karpenter_e2e.fixtures import decisions, oracles
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline
@@ -59,6 +62,9 @@ _API_VERSIONS = {"NodePool": "karpenter.sh/v1", "PodDisruptionBudget": "policy/v
                  "PriorityClass": "scheduling.k8s.io/v1", "ReplicaSet": "apps/v1",
                  "StatefulSet": "apps/v1", "DaemonSet": "apps/v1", "Pod": "v1"}
 LAUNCH_S = 120  # every NodeClaim launched and initialized: KWOK nodes join in seconds
+# From scratch: Karpenter batches the pending pods (at most BATCH_MAX_S a round), launches and
+# initializes their NodeClaims (LAUNCH_S); a few rounds for what the first could not place
+SCRATCH_S = 3 * (BATCH_MAX_S + LAUNCH_S)
 
 
 @dataclass
@@ -155,14 +161,7 @@ class Replayer:
     # ---- 1-2: pools and nodes ------------------------------------------------------------
     def pools_and_nodes(self) -> Rebuilt:
         out = Rebuilt()
-        group, version, kind = self.nodeclass
-        for nc in self.objects.get("NodeClass", []):  # local mode brings up a "default" one
-            self.make({"apiVersion": f"{group}/{version}", "kind": kind,
-                       "metadata": {"name": nc["metadata"]["name"]}}, exists_ok=True)
-        for pool in self.objects.get("NodePool", []):
-            self.make(_pool_body(pool, self.nodeclass))
-        hashes = eventually(self._pool_hashes, what="every NodePool to carry Karpenter's hash",
-                            timeout=30)
+        hashes = self._pools()
         nodes = {n["metadata"]["name"]: n for n in self.objects.get("Node", [])}
         owned = set()
         for claim in self.objects.get("NodeClaim", []):
@@ -181,6 +180,51 @@ class Replayer:
         out.nodes = eventually(lambda: self._launched(set(nodes)), timeout=LAUNCH_S,
                                what=f"{len(nodes)} nodes rebuilt and initialized")
         return out
+
+    def _pools(self) -> dict[str, dict]:
+        """NodeClasses and NodePools (held); each pool's hash as Karpenter computed it."""
+        group, version, kind = self.nodeclass
+        for nc in self.objects.get("NodeClass", []):  # local mode brings up a "default" one
+            self.make({"apiVersion": f"{group}/{version}", "kind": kind,
+                       "metadata": {"name": nc["metadata"]["name"]}}, exists_ok=True)
+        for pool in self.objects.get("NodePool", []):
+            self.make(_pool_body(pool, self.nodeclass))
+        return eventually(self._pool_hashes, what="every NodePool to carry Karpenter's hash",
+                          timeout=30)
+
+    def from_scratch(self) -> dict:
+        """The same pods on a cluster with none of Karpenter's nodes: the pools (held, so that
+        nothing is consolidated meanwhile), the nodes no NodeClaim owns (they are there
+        whatever Karpenter does), the pods unbound with their owners; what Karpenter launches
+        for them by the time every pod is placed (or SCRATCH_S has passed)."""
+        self._pools()
+        claimed = {(c.get("status") or {}).get("nodeName") for c in self.objects.get("NodeClaim", [])}
+        plain = [n for n in self.objects.get("Node", []) if n["metadata"]["name"] not in claimed]
+        for node in plain:
+            self._plain_node(node)
+        names = {n["metadata"]["name"] for n in plain}
+        out = Rebuilt(nodes=eventually(lambda: self._launched(names), timeout=LAUNCH_S,
+                                       what=f"{len(names)} nodes no NodeClaim owns") if names else {})
+        started = time.monotonic()
+        self.workloads(out)
+        # the pods that ran in the snapshot (one that was pending there may stay so)
+        ran = sum(1 for p in self.objects.get("Pod", []) if p["spec"].get("nodeName")
+                  and not _made_by_the_cluster(p))
+        try:
+            eventually(lambda: self._all_bound(ran), timeout=SCRATCH_S,
+                       what=f"the {ran} pods that ran placed from scratch")
+        except WaitTimeout as exc:  # a result, not an error: the report says how many
+            log.info("from scratch: %s", exc)
+        claims = self.kube.list(NODECLAIM)
+        return {"seconds": round(time.monotonic() - started, 1), "nodeclaims": len(claims),
+                "instance_types": dict(Counter(view.labels(c).get(INSTANCE_TYPE, "")
+                                               for c in claims)),
+                "placed": self._all_bound(ran).value, "ran": ran, "cost": cost_now(self.kube)}
+
+    def _all_bound(self, total: int) -> Observation:
+        placed = sum(1 for p in self.listed("v1", "Pod") if p["spec"].get("nodeName")
+                     and not _made_by_the_cluster(p))
+        return Observation(placed >= total, f"{placed} of {total} pods placed", placed)
 
     def _pool_hashes(self) -> Observation:
         got = {p["metadata"]["name"]: {k: v for k, v in (p["metadata"].get("annotations") or {})
@@ -345,16 +389,19 @@ def watch(seconds: float, what: str) -> None:
 
 # ---- the whole replay, as check --snapshot runs it ---------------------------------------------
 def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster: bool = False,
-        edits: list[change.Edit] | None = None, other=None) -> int:
+        edits: list[change.Edit] | None = None, other=None, scratch: bool = False) -> int:
     """Rebuild, verify, apply the change (``edits``), let Karpenter act for the window,
     report (replay.md, replay.json); with ``other`` (a second release's backend) the same
     again on it, and the two releases' decisions diffed (compare.md). Exit 0 when every
-    replay reproduced the state, the oracles found nothing and no difference is suspect."""
+    replay reproduced the state, the oracles found nothing and no difference is suspect.
+    ``scratch``: each release first provisions the same pods on a cluster of its own with
+    none of Karpenter's nodes (what they would cost from scratch)."""
     about, objects = snapshot.load(folder)
     results = []
     for side in (backend, other) if other is not None else (backend,):
+        fresh = scratch_cost(objects, side) if scratch else None
         result = replay_once(folder, about, objects, side, reports_dir, window_s, keep_cluster,
-                             edits or [])
+                             edits or [], fresh)
         print(result["report"])
         print(f"files: {result['files']['markdown']}, {result['files']['json']}")
         results.append(result)
@@ -366,9 +413,22 @@ def run(folder: Path, backend, reports_dir: Path, window_s: float, keep_cluster:
     return 1 if failed else 0
 
 
+def scratch_cost(objects: dict[str, list[dict]], backend) -> dict:
+    """The snapshot's pods provisioned from scratch on ``backend``'s cluster, taken down after."""
+    info = backend.up()
+    try:
+        kube = Kube(info.kubeconfig)
+        nodeclass = (info.nodeclass_group, info.nodeclass_version, info.nodeclass_kind)
+        log.info("from scratch on Karpenter %s: the snapshot's pods, none of its NodeClaims",
+                 info.versions.get("karpenter"))
+        return Replayer(kube, objects, nodeclass).from_scratch()
+    finally:
+        backend.down()
+
+
 def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backend,
                 reports_dir: Path, window_s: float, keep_cluster: bool,
-                edits: list[change.Edit]) -> dict:
+                edits: list[change.Edit], scratch: dict | None = None) -> dict:
     """One replay on ``backend``'s cluster, which goes down (or is kept) whatever happens."""
     out_dir = reports_dir / "runs" / f"replay-{new_run_id()}"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -419,6 +479,9 @@ def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backe
                           blocked=_blocked(rec))
             report += [_acted(result, window_s), "## Oracles", "", "```", verdict.summary(), "```"]
             report.append(against_original(folder, window_s, d, result))
+        if scratch is not None:
+            result["from_scratch"] = scratch
+            report.append(_scratch(scratch, result))
         result["report"] = "\n".join(report) + "\n"
         result["files"] = {"markdown": str(out_dir / "replay.md"),
                            "json": str(out_dir / "replay.json")}
@@ -477,6 +540,16 @@ def against_original(folder: Path, window_s: float, replayed: decisions.Decision
         was, replayed, found, f"The original cluster ({original.get('karpenter')}) and the "
         f"replay over the same {window_s:.0f}s after the snapshot",
         names=("original", "replay")) + "\n" + cost + "\n"
+
+
+def _scratch(s: dict, result: dict) -> str:
+    types = ", ".join(f"{n} {t}" for t, n in sorted(s["instance_types"].items()))
+    was = (f" (the replay: ${result['cost_before']:.4f} before the window, "
+           f"${result['cost_after']:.4f} after)" if "cost_before" in result else "")
+    return (f"\n## From scratch\n\nThe same pods on a cluster with none of Karpenter's "
+            f"nodes: {s['nodeclaims']} NodeClaim(s) ({types or 'none'}), {s['placed']} of the "
+            f"{s['ran']} pods that ran placed in {s['seconds']:.0f}s, **${s['cost']:.4f} per "
+            f"hour**{was}. Nodes no NodeClaim owns count in both.\n")
 
 
 def _placed(r: Replayer, rebuilt: Rebuilt) -> Observation:

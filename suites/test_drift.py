@@ -11,10 +11,11 @@ from karpenter_e2e.fixtures.scenario import (
     INSTANCE_TYPE,
     POLLING_PERIOD_S,
     TERMINATE_FIRST_GATES,
+    DriftProbe,
     ExpirationPacing,
-    Observation,
     created_at,
     describe_claims,
+    drift_of,
     require,
     static,
     static_refill_s,
@@ -45,15 +46,6 @@ NODEPOOL_DRIFTED, REQUIREMENTS_DRIFTED = "NodePoolDrifted", "RequirementsDrifted
 # The hold for a change that must not drift: this many times the slowest mark or clear the
 # same test measured, and never less than HOLD_FLOOR_S.
 HOLD_FACTOR, HOLD_FLOOR_S = 5, 15
-
-
-def drift_of(claim: dict) -> str | None:
-    """The NodeClaim's Drifted reason, or None when it carries no Drifted condition (the drift
-    controller's Clear removes it; Drifted=False is never written)."""
-    cond = view.condition(claim, "Drifted")
-    if cond is None:
-        return None
-    return f"{cond['reason']}" if cond.get("status") == "True" else f"status {cond.get('status')}"
 
 
 def template(**fields) -> dict:
@@ -113,6 +105,47 @@ def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_facto
                    patch_to_replaced_s=round(time.time() - patched, 1))
 
 
+def drifting_changes(own: str, other: str, requirements: list[dict],
+                     instance_type: str) -> list[tuple[str, dict, dict, str]]:
+    """drift-kinds' table of changes that drift: (field, change, change back, Karpenter's
+    reason): every hashed template field, and a requirement the node's labels break."""
+    def taint(field_):
+        return template(**{field_: [{"key": KIND_KEY, "value": "b", "effect": "NoSchedule"}]})
+    return [
+        ("labels", template_meta(labels={KIND_KEY: "b"}), template_meta(labels={KIND_KEY: "a"}),
+         NODEPOOL_DRIFTED),
+        ("annotations", template_meta(annotations={KIND_KEY: "b"}),
+         template_meta(annotations={KIND_KEY: "a"}), NODEPOOL_DRIFTED),
+        ("taints", taint("taints"), template(taints=None), NODEPOOL_DRIFTED),
+        ("startupTaints", taint("startupTaints"), template(startupTaints=None), NODEPOOL_DRIFTED),
+        ("nodeClassRef", template(nodeClassRef={"name": other}),
+         template(nodeClassRef={"name": own}), NODEPOOL_DRIFTED),
+        ("expireAfter", template(expireAfter="720h"), template(expireAfter="Never"),
+         NODEPOOL_DRIFTED),
+        ("terminationGracePeriod", template(terminationGracePeriod="1h"),
+         template(terminationGracePeriod=None), NODEPOOL_DRIFTED),
+        ("requirements", template(requirements=[*requirements, require(
+            INSTANCE_TYPE, "NotIn", instance_type)]), template(requirements=requirements),
+         REQUIREMENTS_DRIFTED),
+    ]
+
+
+def changes_outside_the_hash(requirements: list[dict]) -> dict[str, dict]:
+    """drift-kinds' table of changes that must not drift: fields outside the template hash,
+    and requirements the node still meets."""
+    widened = [{**r, "values": ["on-demand", "spot"]} if r["key"] == CAPACITY_TYPE else r
+               for r in requirements]
+    return {
+        "weight": {"spec": {"weight": 50}},
+        "limits": {"spec": {"limits": {"cpu": "20"}}},
+        "consolidateAfter": {"spec": {"disruption": {"consolidateAfter": "5m"}}},
+        "consolidationPolicy": {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty"}}},
+        "budgets": {"spec": {"disruption": {"budgets": [{"nodes": "0%"}]}}},
+        "requirements the node meets (capacity-type on-demand -> on-demand, spot)":
+            template(requirements=widened),
+    }
+
+
 @pytest.mark.scenario("drift-kinds")
 @pytest.mark.covers("nodepool.template.drift", "nodepool.template.annotations",
                     "nodepool.template.nodeClassRef", "nodepool.requirements.drift",
@@ -131,107 +164,48 @@ def test_each_kind_of_nodepool_change_drifts_or_not(nodepool_factory, inflate_fa
         pool = nodepool_factory("default", spec={
             "template": {"metadata": {"labels": {KIND_KEY: "a"}, "annotations": {KIND_KEY: "a"}}},
             "disruption": {"budgets": [{"nodes": "0"}]}})
-        own = pool.nodeclass
         inflate = inflate_factory(replicas=1, node_selector={
             k: v for k, v in pool.template_labels.items() if k != KIND_KEY})
         expect.eventually_pods_running(inflate, 1)
         claims = expect.nodeclaims(pool)
         assert len(claims) == 1, f"one pod, {describe_claims(claims)}"
-        claim = claims[0]
-        name, instance_type = view.name(claim), view.labels(claim)[INSTANCE_TYPE]
-        got = view.meta(claim).get("annotations", {}).get(KIND_KEY)
+        name, instance_type = view.name(claims[0]), view.labels(claims[0])[INSTANCE_TYPE]
+        got = view.meta(claims[0]).get("annotations", {}).get(KIND_KEY)
         assert got == "a", f"NodeClaim {name} carries {KIND_KEY}={got!r}, the template says 'a'"
-        assert drift_of(claim) is None, f"NodeClaim {name} Drifted before any change: {drift_of(claim)}"
-        requirements = pool.requirements
-
-    def drift_is(want: str | None) -> Observation:
-        claim = next((c for c in expect.nodeclaims(pool) if view.name(c) == name), None)
-        now = drift_of(claim) if claim else "gone"
-        return Observation(now == want, f"NodeClaim {name}: Drifted {now or 'absent'}")
-
-    def only_the_one_node() -> Observation:
-        claims = expect.nodeclaims(pool)
-        ok = [view.name(c) for c in claims] == [name] and not view.meta(claims[0]).get(
-            "deletionTimestamp")
-        return Observation(ok, describe_claims(claims))
-
-    took: dict[str, float] = {}  # change -> seconds from its patch to Drifted seen, and back
-
-    def changed_then_reverted(kind: str, change: dict, revert: dict, reason: str,
-                              note: str = "") -> None:
-        with step(f"{kind}{note}: expect Drifted={reason} within {DRIFT_MARK_S}s, then "
-                  f"cleared once changed back"):
-            start = time.time()
-            nodepool_factory.patch(pool, change)
-            expect.eventually(lambda: drift_is(reason), f"NodeClaim {name} Drifted ({reason}) "
-                              f"after a {kind} change", timeout=DRIFT_MARK_S, poll=0.25)
-            reverted = time.time()
-            took[f"{kind}_marked_s"] = round(reverted - start, 2)
-            nodepool_factory.patch(pool, revert)
-            expect.eventually(lambda: drift_is(None), f"NodeClaim {name}'s Drifted cleared once "
-                              f"its {kind} change was reverted", timeout=DRIFT_MARK_S, poll=0.25)
-            took[f"{kind}_cleared_s"] = round(time.time() - reverted, 2)
-            timeline.band(start, time.time(), f"{kind}: {reason}, cleared")
+        assert drift_of(claims[0]) is None, f"NodeClaim {name} Drifted before any change"
+        requirements, probe = pool.requirements, DriftProbe(expect, nodepool_factory, timeline,
+                                                            pool, name)
 
     # Every step below runs with the pool holding exactly this NodeClaim, never deleting: the
     # budget keeps Karpenter's drift replacement off, so only the Drifted condition is observed.
-    with expect.throughout(only_the_one_node, f"NodePool {pool.name} to keep NodeClaim {name} "
-                                              f"alone, never deleting (budget nodes \"0\", later \"0%\")"):
-        changed_then_reverted("labels", template_meta(labels={KIND_KEY: "b"}),
-                              template_meta(labels={KIND_KEY: "a"}), NODEPOOL_DRIFTED)
-        changed_then_reverted("annotations", template_meta(annotations={KIND_KEY: "b"}),
-                              template_meta(annotations={KIND_KEY: "a"}), NODEPOOL_DRIFTED)
-        changed_then_reverted("taints", template(taints=[
-            {"key": KIND_KEY, "value": "b", "effect": "NoSchedule"}]), template(taints=None),
-            NODEPOOL_DRIFTED)
-        changed_then_reverted("startupTaints", template(startupTaints=[
-            {"key": KIND_KEY, "value": "b", "effect": "NoSchedule"}]), template(startupTaints=None),
-            NODEPOOL_DRIFTED)
-        changed_then_reverted("nodeClassRef", template(nodeClassRef={"name": other}),
-                              template(nodeClassRef={"name": own}), NODEPOOL_DRIFTED)
-        changed_then_reverted("expireAfter", template(expireAfter="720h"),
-                              template(expireAfter="Never"), NODEPOOL_DRIFTED)
-        changed_then_reverted("terminationGracePeriod", template(terminationGracePeriod="1h"),
-                              template(terminationGracePeriod=None), NODEPOOL_DRIFTED)
-        changed_then_reverted("requirements", template(requirements=[
-            *requirements, require(INSTANCE_TYPE, "NotIn", instance_type)]),
-            template(requirements=requirements),
-            REQUIREMENTS_DRIFTED)
-
+    with expect.throughout(probe.alone, f"NodePool {pool.name} to keep NodeClaim {name} "
+                                        f"alone, never deleting (budget nodes \"0\", later \"0%\")"):
+        for kind, change, revert, reason in drifting_changes(pool.nodeclass, other, requirements,
+                                                             instance_type):
+            probe.marks_and_clears(kind, change, revert, reason)
         # A negative needs a positive barrier: the drift controller reconciles on every NodePool
         # event, and each change above was marked (and cleared) within the slowest of these.
-        slowest = max(took.values())
+        slowest = max(probe.took.values())
         hold = max(HOLD_FLOOR_S, HOLD_FACTOR * slowest)
-        widened = [{**r, "values": ["on-demand", "spot"]} if r["key"] == CAPACITY_TYPE
-                   else r for r in requirements]
-        unchanged = {
-            "weight": {"spec": {"weight": 50}},
-            "limits": {"spec": {"limits": {"cpu": "20"}}},
-            "consolidateAfter": {"spec": {"disruption": {"consolidateAfter": "5m"}}},
-            "consolidationPolicy": {"spec": {"disruption": {"consolidationPolicy": "WhenEmpty"}}},
-            "budgets": {"spec": {"disruption": {"budgets": [{"nodes": "0%"}]}}},
-            "requirements the node meets (capacity-type on-demand -> on-demand, spot)":
-                template(requirements=widened),
-        }
+        unchanged = changes_outside_the_hash(requirements)
         with step(f"change {', '.join(unchanged)} in turn: expect no Drifted for {hold:.0f}s "
                   f"after the last ({HOLD_FACTOR}x the slowest mark or clear, "
                   f"{slowest:.1f}s; at least {HOLD_FLOOR_S}s)"):
-            with expect.throughout(lambda: drift_is(None), f"NodeClaim {name} never Drifted by "
-                                   f"a change outside the template hash", poll=0.25):
+            with expect.throughout(lambda: probe.drift_is(None), f"NodeClaim {name} never "
+                                   f"Drifted by a change outside the template hash", poll=0.25):
                 first = time.time()
                 for body in unchanged.values():
                     nodepool_factory.patch(pool, body)
                 last = time.time()
-                expect.consistently(lambda: drift_is(None), f"NodeClaim {name} not Drifted "
-                                    f"after {', '.join(unchanged)} changed", hold)
+                expect.consistently(lambda: probe.drift_is(None), f"NodeClaim {name} not "
+                                    f"Drifted after {', '.join(unchanged)} changed", hold)
             timeline.band(first, last + hold, f"no Drifted for {hold:.0f}s")
-
         # The barrier after the hold: with every change above in place, the controller still
         # marks a template change, and clearing it means it found the rest not drifted.
-        changed_then_reverted("barrier", template_meta(annotations={KIND_KEY: "c"}),
-                              template_meta(annotations={KIND_KEY: "a"}), NODEPOOL_DRIFTED,
-                              " (annotations again, every non-drift change in place)")
-    timings.record(hold_s=round(hold, 1), slowest_s=slowest, **took)
+        probe.marks_and_clears("barrier", template_meta(annotations={KIND_KEY: "c"}),
+                               template_meta(annotations={KIND_KEY: "a"}), NODEPOOL_DRIFTED,
+                               " (annotations again, every non-drift change in place)")
+    timings.record(hold_s=round(hold, 1), slowest_s=slowest, **probe.took)
 
 
 @pytest.mark.scenario("drift-blocked")
