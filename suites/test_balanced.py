@@ -144,10 +144,7 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
         # the window from the last pod's binding, then change the Balanced pool; a NodePool
         # spec change is a state change (limits are not drift), and the pass after it sees
         # all four nodes as candidates, none nominated.
-        bound = max(c.last_transition_time.timestamp()
-                    for w in (*small.values(), *big.values()) for p in w.pods()
-                    for c in p.status.conditions if c.type == "PodScheduled")
-        quiet_until = bound + NOMINATION_WINDOW_S + 2
+        quiet_until = last_scheduled(*small.values(), *big.values()) + NOMINATION_WINDOW_S + 2
         expect.consistently_nodeclaims_untouched(pools["Balanced"], claims["Balanced"],
                                                  quiet_until - time.time())
         nodepool_factory.patch(pools["Balanced"], {"spec": {"limits": {"cpu": "300"}}})
@@ -167,6 +164,12 @@ def test_balanced_keeps_a_node_whose_move_disrupts_more_than_it_saves(
         expect.consistently_nodeclaims_untouched(balanced, claims["Balanced"], 30)
     timings.record(settled_to_changed_s=round(changed - settled, 1),
                    changed_to_other_removed_s=round(removed - changed, 1))
+
+
+def last_scheduled(*workloads) -> float:
+    """When the last of the workloads' pods was bound (its PodScheduled transition)."""
+    return max(c.last_transition_time.timestamp() for w in workloads for p in w.pods()
+               for c in p.status.conditions if c.type == "PodScheduled")
 
 
 def all_consolidatable(expect, pools) -> Observation:

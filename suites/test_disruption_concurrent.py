@@ -55,18 +55,42 @@ def most_at_once(ends) -> int:
     return max((sum(1 for a, b in spans if a <= t < b) for t, _ in spans), default=0)
 
 
-@pytest.mark.scenario("concurrent-disruption")
-@pytest.mark.covers("pdb.budget", "nodepool.template.expireAfter", "nodepool.template.nodeClassRef")
-@pytest.mark.karpenter_feature("template-expire-after")
-def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
-        nodepool_factory, inflate_factory, expect, timings, timeline):
-    """An oldnode pool (budget 100%) whose nodes expire 60s after launch, 4 pods one per node
-    under a PDB maxUnavailable 1, and a fifth node with a spare pod. At once: the spare pod
-    goes (consolidation: Empty), the pool moves to newnode (drift), 10s before the first nodes
-    expire. Never fewer than 3 of the 4 pods Running, watched throughout; the pool converges to
-    4 newnode nodes, every old NodeClaim ended by a disruption decision or by expiring on time
-    (which method took which node is Karpenter's race; it is recorded); and the drains
-    overlapped (3 old NodeClaims deleting at once), so the PDB paced them."""
+def converged_on(new: str):
+    """The pool converged: SERVED NodeClaims, each of NodeClass ``new``, Initialized, staying."""
+    def converged(now: list[dict]) -> bool:
+        return len(now) == SERVED and all(
+            c["spec"]["nodeClassRef"]["name"] == new
+            and (view.condition(c, "Initialized") or {}).get("status") == "True"
+            and not view.deleting(c) for c in now)
+    return converged
+
+
+def ended_by(expect, claims: dict[str, float], ends: dict) -> dict[str, str]:
+    """What ended each old NodeClaim: Karpenter's disruption decision (its DisruptionTerminating
+    event), or expiring, which deletes the NodeClaim with no event and never before its time."""
+    said = {}
+    for e in expect.karpenter_events():
+        m = DISRUPTING.search(e.message or "")
+        if m and e.involved_object.kind == "NodeClaim" and e.involved_object.name in claims:
+            said[e.involved_object.name] = m.group(1)
+    reasons = {}
+    for name, end in ends.items():
+        assert end.deleting_at, f"NodeClaim {name} gone without a deletion seen"
+        if name in said:
+            reasons[name] = said[name]
+            continue
+        due = claims[name] + EXPIRE_S
+        assert end.deleting_at >= due - 1, \
+            f"NodeClaim {name} was deleted {due - end.deleting_at:.0f}s before it expired, " \
+            f"with no disruption decision from Karpenter"
+        reasons[name] = "Expired"
+    return reasons
+
+
+def given_old_nodes_under_a_pdb(nodepool_factory, inflate_factory, expect):
+    """An oldnode pool (expireAfter EXPIRE_S, budget 100%), SERVED pods one per node under a
+    PDB maxUnavailable 1, and a spare pod on a node of its own. Returns the pool, the newnode
+    NodeClass's name, both workloads and the NodeClaims' creation times."""
     with step(f"given an oldnode pool (expireAfter {EXPIRE_S}s, budget 100%), {SERVED} "
               f"pods one per node under a PDB maxUnavailable 1, and a spare pod's node"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
@@ -86,7 +110,23 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
         claims = {view.name(c): created_at(c) for c in expect.nodeclaims(pool)}
         assert len(claims) == SERVED + 1, f"{SERVED} pods one per node and a spare on " \
                                           f"{len(claims)} NodeClaims"
+    return pool, new, inflate, spare, claims
 
+
+@pytest.mark.scenario("concurrent-disruption")
+@pytest.mark.covers("pdb.budget", "nodepool.template.expireAfter", "nodepool.template.nodeClassRef")
+@pytest.mark.karpenter_feature("template-expire-after")
+def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
+        nodepool_factory, inflate_factory, expect, timings, timeline):
+    """An oldnode pool (budget 100%) whose nodes expire 60s after launch, 4 pods one per node
+    under a PDB maxUnavailable 1, and a fifth node with a spare pod. At once: the spare pod
+    goes (consolidation: Empty), the pool moves to newnode (drift), 10s before the first nodes
+    expire. Never fewer than 3 of the 4 pods Running, watched throughout; the pool converges to
+    4 newnode nodes, every old NodeClaim ended by a disruption decision or by expiring on time
+    (which method took which node is Karpenter's race; it is recorded); and the drains
+    overlapped (3 old NodeClaims deleting at once), so the PDB paced them."""
+    pool, new, inflate, spare, claims = given_old_nodes_under_a_pdb(
+        nodepool_factory, inflate_factory, expect)
     first_expiry = min(claims.values()) + EXPIRE_S
     with expect.throughout(lambda: served(inflate), f"at least {SERVED - 1} of {SERVED} pods of "
                                                     f"{inflate.name} Running throughout"):
@@ -111,36 +151,14 @@ def test_consolidation_drift_and_expiration_at_once_keep_pods_served(
 
         with step(f"expect the pool converged: {SERVED} newnode NodeClaims, "
                   f"{SERVED} pods Running"):
-            def converged(now: list[dict]) -> bool:
-                return len(now) == SERVED and all(
-                    c["spec"]["nodeClassRef"]["name"] == new
-                    and (view.condition(c, "Initialized") or {}).get("status") == "True"
-                    and not view.deleting(c) for c in now)
-
-            expect.eventually_nodeclaims(pool, converged, f"{SERVED} Initialized newnode "
+            expect.eventually_nodeclaims(pool, converged_on(new), f"{SERVED} Initialized newnode "
                                          f"NodeClaims and no other",
                                          timeout=acted + CONVERGE_S - time.time())
             expect.eventually_pods_running(inflate, SERVED, timeout=30)
 
     with step("expect each old NodeClaim ended by a disruption method or by expiring, "
               "not before its time"):
-        said = {}
-        for e in expect.karpenter_events():
-            m = DISRUPTING.search(e.message or "")
-            if m and e.involved_object.kind == "NodeClaim" and e.involved_object.name in claims:
-                said[e.involved_object.name] = m.group(1)
-        reasons = {}
-        for name, end in ends.items():
-            assert end.deleting_at, f"NodeClaim {name} gone without a deletion seen"
-            if name in said:
-                reasons[name] = said[name]
-                continue
-            # Expiration deletes the NodeClaim itself, with no disruption event.
-            due = claims[name] + EXPIRE_S
-            assert end.deleting_at >= due - 1, \
-                f"NodeClaim {name} was deleted {due - end.deleting_at:.0f}s before it expired, " \
-                f"with no disruption decision from Karpenter"
-            reasons[name] = "Expired"
+        reasons = ended_by(expect, claims, ends)
     with step(f"expect the drains to have overlapped ({DRAINS_AT_ONCE} old NodeClaims "
               f"deleting at once), so that the PDB paced them"):
         at_once = most_at_once(ends.values())

@@ -222,26 +222,11 @@ def test_min_domains_above_the_zones_a_pool_has_caps_the_spread(nodepool_factory
 UNTOLERATED = {"key": "karpenter-e2e/reserved", "value": "other-team", "effect": "NoSchedule"}
 
 
-@pytest.mark.scenario("spread-node-taints-policy")
-@pytest.mark.covers("pod.topologySpread.nodeTaintsPolicy")
-@pytest.mark.karpenter_feature("spread-node-taints-policy")
-@pytest.mark.own_karpenter(
-    "Karpenter takes a zone spread's domains from every NodePool it knows: another test's "
-    "untainted pool in zone c (or d) would make c a domain under Honor too, and the Honor "
-    "pods would be held to two NodeClaims as the Ignore pods are")
-def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_factory,
-                                                                  inflate_factory, expect,
-                                                                  timings):
-    """Pools `honor` and `ignore` in zones a and b, and pool `tainted` in zone c alone, with a
-    NoSchedule taint no pod tolerates. On each of the first two, 3 pods one per node, spread
-    over zones (maxSkew 1, DoNotSchedule). Karpenter takes a spread's zones from every
-    NodePool, whatever the pod selects. With nodeTaintsPolicy Honor it leaves out c, whose
-    only pool's taint the pods do not tolerate: the domains are a and b, and the 3 pods get 3
-    NodeClaims, in a and b. With the policy unset (Ignore) c is a domain no pod can reach, at
-    0 pods, so a and b may hold one pod each: 2 NodeClaims, and the third pod refused as
-    violating the spread (kube-scheduler, counting only the nodes the pod selects, would
-    allow it a third node in a or b)."""
-    zones, tainted_zone = ("us-west-2a", "us-west-2b"), "us-west-2c"
+def given_spread_over_a_tainted_zone(nodepool_factory, inflate_factory, expect,
+                                     zones: tuple[str, ...], tainted_zone: str) -> tuple:
+    """spread-node-taints-policy's given: pool tainted alone in ``tainted_zone``, pools honor
+    and ignore in ``zones``, each with a workload at 0 spread over zones (honor's with
+    nodeTaintsPolicy Honor), one pod per node. Returns the pools and workloads by name."""
     pools, workloads = {}, {}
     with step(f"given pool tainted in {tainted_zone} ({UNTOLERATED['key']}:NoSchedule), "
               f"pools honor and ignore in {zones}, 3 pods on each spread over zones"):
@@ -265,6 +250,31 @@ def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_facto
                                               extra_pod_spec={**spread,
                                                               "affinity": one_per_node(name)})
         expect.eventually_nodepools_ready(*pools.values())
+    return pools, workloads
+
+
+@pytest.mark.scenario("spread-node-taints-policy")
+@pytest.mark.covers("pod.topologySpread.nodeTaintsPolicy")
+@pytest.mark.karpenter_feature("spread-node-taints-policy")
+@pytest.mark.own_karpenter(
+    "Karpenter takes a zone spread's domains from every NodePool it knows: another test's "
+    "untainted pool in zone c (or d) would make c a domain under Honor too, and the Honor "
+    "pods would be held to two NodeClaims as the Ignore pods are")
+def test_node_taints_policy_honor_leaves_out_a_tainted_pools_zone(nodepool_factory,
+                                                                  inflate_factory, expect,
+                                                                  timings):
+    """Pools `honor` and `ignore` in zones a and b, and pool `tainted` in zone c alone, with a
+    NoSchedule taint no pod tolerates. On each of the first two, 3 pods one per node, spread
+    over zones (maxSkew 1, DoNotSchedule). Karpenter takes a spread's zones from every
+    NodePool, whatever the pod selects. With nodeTaintsPolicy Honor it leaves out c, whose
+    only pool's taint the pods do not tolerate: the domains are a and b, and the 3 pods get 3
+    NodeClaims, in a and b. With the policy unset (Ignore) c is a domain no pod can reach, at
+    0 pods, so a and b may hold one pod each: 2 NodeClaims, and the third pod refused as
+    violating the spread (kube-scheduler, counting only the nodes the pod selects, would
+    allow it a third node in a or b)."""
+    zones, tainted_zone = ("us-west-2a", "us-west-2b"), "us-west-2c"
+    pools, workloads = given_spread_over_a_tainted_zone(nodepool_factory, inflate_factory,
+                                                        expect, zones, tainted_zone)
 
     with step("scale both to 3"):
         for w in workloads.values():
@@ -1020,13 +1030,8 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
         inflate = inflate_factory(replicas=1, node_selector=pool.template_labels)
 
     with step("expect a NodeClaim anyway, and its node registered with the taint"):
-        def registered() -> Observation:
-            claims = expect.nodeclaims(pool)
-            done = [c for c in claims if (view.condition(c, "Registered") or {}).get("status") == "True"]
-            return Observation(len(done) == 1, f"NodeClaims {describe_claims(claims)}",
-                               done[0] if done else None)
-
-        claim = expect.eventually(registered, f"a NodeClaim of {pool.name} registered")
+        claim = expect.eventually(lambda: one_registered(expect, pool),
+                                  f"a NodeClaim of {pool.name} registered")
         name, node_name = view.name(claim), claim["status"]["nodeName"]
         (node,) = [n for n in expect.nodes(pool) if n.metadata.name == node_name]
         taints = [t.key for t in node.spec.taints or []]
@@ -1034,14 +1039,7 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
 
     with step("expect it uninitialized, and no second NodeClaim, while the taint is on"):
         def held(reason: bool) -> Observation:
-            claims = expect.nodeclaims(pool)
-            init = view.condition(next((c for c in claims if view.name(c) == name), {}),
-                             "Initialized") or {}
-            ok = ({view.name(c) for c in claims} == {name}
-                  and init.get("status") != "True"
-                  and (not reason or init.get("reason") == "StartupTaintsExist"))
-            return Observation(ok, f"Initialized {init.get('status')} ({init.get('reason')}: "
-                                   f"{init.get('message')}); NodeClaims {describe_claims(claims)}")
+            return held_alone(expect, pool, name, reason)
 
         # Uninitialized and alone from registration on; the reason may first be the
         # unregistered taint the registration just removed (v1.0.x-v1.1.x judge initialization
@@ -1062,12 +1060,8 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
         cluster.kube.remove_node_taint(node_name, STARTUP_TAINT["key"])
 
     with step("expect the NodeClaim Initialized and the pod running on its node"):
-        def initialized() -> Observation:
-            now: dict = next((c for c in expect.nodeclaims(pool) if view.name(c) == name), {})
-            init = view.condition(now, "Initialized") or {}
-            return Observation(init.get("status") == "True", f"Initialized: {init}", init)
-
-        init = expect.eventually(initialized, f"NodeClaim {name} to be Initialized", timeout=30)
+        init = expect.eventually(lambda: initialized(expect, pool, name),
+                                 f"NodeClaim {name} to be Initialized", timeout=30)
         at = stamp(init["lastTransitionTime"], f"NodeClaim {name}'s Initialized")
         assert removed - 1 <= at, \
             f"NodeClaim {name} Initialized {removed - at:.0f}s before its startup taint was removed"
@@ -1076,6 +1070,33 @@ def test_startup_taints_are_ignored_for_scheduling_and_hold_initialization(
             f"the pod runs on {[n.metadata.name for n in nodes]}, not {node_name}"
         assert [view.name(c) for c in expect.nodeclaims(pool)] == [name]
     timings.record(removed_to_initialized_s=round(at - removed, 1))
+
+
+def one_registered(expect, pool) -> Observation:
+    """The pool's one NodeClaim registered (its node joined), as its value."""
+    claims = expect.nodeclaims(pool)
+    done = [c for c in claims if (view.condition(c, "Registered") or {}).get("status") == "True"]
+    return Observation(len(done) == 1, f"NodeClaims {describe_claims(claims)}",
+                       done[0] if done else None)
+
+
+def held_alone(expect, pool, name: str, reason: bool) -> Observation:
+    """NodeClaim ``name`` the pool's only one, not Initialized (``reason``: for its startup
+    taint, StartupTaintsExist)."""
+    claims = expect.nodeclaims(pool)
+    init = view.condition(next((c for c in claims if view.name(c) == name), {}),
+                          "Initialized") or {}
+    ok = ({view.name(c) for c in claims} == {name} and init.get("status") != "True"
+          and (not reason or init.get("reason") == "StartupTaintsExist"))
+    return Observation(ok, f"Initialized {init.get('status')} ({init.get('reason')}: "
+                           f"{init.get('message')}); NodeClaims {describe_claims(claims)}")
+
+
+def initialized(expect, pool, name: str) -> Observation:
+    """NodeClaim ``name`` Initialized; the condition as its value."""
+    now: dict = next((c for c in expect.nodeclaims(pool) if view.name(c) == name), {})
+    init = view.condition(now, "Initialized") or {}
+    return Observation(init.get("status") == "True", f"Initialized: {init}", init)
 
 
 NO_EXECUTE = {"key": "dedicated", "value": "batch", "effect": "NoExecute"}

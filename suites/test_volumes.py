@@ -86,14 +86,8 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
     with step("given kube-controller-manager has bound static-data to the PV"):
         # Karpenter ignores a claim with a volumeName until the PV controller marks the
         # binding complete (ValidatePersistentVolumeClaims), as kube-scheduler does.
-        def bound() -> Observation:
-            pvc = inflate_factory.read_claim("static-data")
-            done = pvc.status.phase == "Bound" and BIND_COMPLETED in (pvc.metadata.annotations or {})
-            return Observation(done, f"phase {pvc.status.phase}, annotations "
-                                     f"{sorted(pvc.metadata.annotations or {})}")
-
-        expect.eventually(bound, f"claim static-data to be bound to PV {volume}",
-                          expect.timeouts.api)
+        expect.eventually(lambda: bind_completed(inflate_factory, "static-data"),
+                          f"claim static-data to be bound to PV {volume}", expect.timeouts.api)
 
     with step("scale on-pv and on-sc to 1"):
         on_pv.scale(1)
@@ -101,15 +95,8 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
 
     with step("expect Karpenter's plan: one NodeClaim per pool, pv's for zone b alone, "
               "sc's for zone d alone"):
-        def launched() -> Observation:
-            claims = {p.name: expect.nodeclaims(p) for p in (pv_pool, sc_pool)}
-            ok = all(claims.values()) and all(
-                (view.condition(c, "Launched") or {}).get("status") == "True"
-                for cs in claims.values() for c in cs)
-            return Observation(ok, "; ".join(f"{p}: {describe_claims(cs)}"
-                                             for p, cs in claims.items()), claims)
-
-        claims = expect.eventually(launched, "a Launched NodeClaim in each of pools pv and sc")
+        claims = expect.eventually(lambda: launched_in(expect, pv_pool, sc_pool),
+                                   "a Launched NodeClaim in each of pools pv and sc")
         planned = {pool: [planned_zones(c) for c in cs] for pool, cs in claims.items()}
         assert planned == {pv_pool.name: [[b]], sc_pool.name: [[d]]}, (
             f"expected one NodeClaim requiring {ZONE} In [{b}] (PV {a}|{b} x pod {b}|{c}) and "
@@ -124,18 +111,38 @@ def test_volume_zones_constrain_the_nodeclaim(nodepool_factory, inflate_factory,
         assert list(zones.values()) == [b], f"on-pv's node by zone: {zones} (expected {b})"
 
     with step("expect the sc pool's NodeClaim to register a node in zone d"):
-        def registered() -> Observation:
-            cs = expect.nodeclaims(sc_pool)
-            names = [view.status(c).get("nodeName") for c in cs
-                     if (view.condition(c, "Registered") or {}).get("status") == "True"]
-            return Observation(len(names) == len(cs) == 1, describe_claims(cs), names)
-
-        names = expect.eventually(registered, f"the NodeClaim of {sc_pool.name} to register "
-                                              f"its node", expect.timeouts.provision)
+        names = expect.eventually(lambda: one_registered_node(expect, sc_pool),
+                                  f"the NodeClaim of {sc_pool.name} to register its node",
+                                  expect.timeouts.provision)
         zones = {n.metadata.name: n.metadata.labels.get(ZONE) for n in expect.nodes(sc_pool)
                  if n.metadata.name in names}
         assert list(zones.values()) == [d], f"sc pool's node by zone: {zones} (expected {d})"
     timings.notes["zones"] = f"pv: {b}, sc: {d}"
+
+
+def bind_completed(inflate_factory, claim: str) -> Observation:
+    """The claim Bound, and the PV controller's bind-completed annotation on it."""
+    pvc = inflate_factory.read_claim(claim)
+    done = pvc.status.phase == "Bound" and BIND_COMPLETED in (pvc.metadata.annotations or {})
+    return Observation(done, f"phase {pvc.status.phase}, annotations "
+                             f"{sorted(pvc.metadata.annotations or {})}")
+
+
+def launched_in(expect, *pools) -> Observation:
+    """Every pool has NodeClaims, all Launched; the NodeClaims by pool as its value."""
+    claims = {p.name: expect.nodeclaims(p) for p in pools}
+    ok = all(claims.values()) and all((view.condition(c, "Launched") or {}).get("status") == "True"
+                                      for cs in claims.values() for c in cs)
+    return Observation(ok, "; ".join(f"{p}: {describe_claims(cs)}" for p, cs in claims.items()),
+                       claims)
+
+
+def one_registered_node(expect, pool) -> Observation:
+    """The pool's one NodeClaim registered; its node's name (in a list) as the value."""
+    cs = expect.nodeclaims(pool)
+    names = [view.status(c).get("nodeName") for c in cs
+             if (view.condition(c, "Registered") or {}).get("status") == "True"]
+    return Observation(len(names) == len(cs) == 1, describe_claims(cs), names)
 
 
 @pytest.mark.scenario("volume-pvc-unbound")

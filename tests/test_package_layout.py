@@ -115,3 +115,17 @@ def test_the_suites_import_the_harness_through_its_one_front_door():
                     bad.append(f"{path.name}:{node.lineno}: imports {mod}")
         bad += [f"{path.name}: reads ['metadata'] raw" for _ in [1] if '["metadata"]' in text]
     assert not bad, "\n".join(bad)
+
+
+def test_no_scenario_is_longer_than_sixty_lines():
+    """A scenario reads like the workshop page: given, act, expect. One that grows past 60
+    lines is building a framework inside a test; that belongs in a table or the library."""
+    import ast
+    long = []
+    for path in sorted((ROOT / "suites").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > 60:
+                    long.append(f"{path.name}::{node.name} ({lines} lines)")
+    assert not long, long
