@@ -129,3 +129,27 @@ def test_no_scenario_is_longer_than_sixty_lines():
                 if lines > 60:
                     long.append(f"{path.name}::{node.name} ({lines} lines)")
     assert not long, long
+
+
+def _contracts() -> list[dict]:
+    import tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def test_the_architecture_page_lists_the_contracts_make_lint_checks():
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    listed = {line[2:].strip() for line in page.splitlines() if line.startswith("- ")}
+    names = {c["name"] for c in _contracts()}
+    assert names <= listed, f"contracts the page does not list: {sorted(names - listed)}"
+
+
+def test_every_fixtures_module_is_glue_or_library_and_the_library_never_imports_pytest():
+    """A module added to fixtures/ must be named on one side of the glue line, or the
+    contract that keeps pytest out of the library would silently not cover it."""
+    (contract,) = [c for c in _contracts() if c["name"].startswith("only the plugin's glue")]
+    library = {m.rsplit(".", 1)[-1] for m in contract["source_modules"]
+               if m.startswith("karpenter_e2e.fixtures.")}
+    glue = {m.rsplit(".", 1)[-1] for m in contract["forbidden_modules"]
+            if m.startswith("karpenter_e2e.fixtures.")}
+    modules = {p.stem for p in (ROOT / "fixtures").glob("*.py") if p.stem != "__init__"}
+    assert modules == library | glue, f"fixtures modules on neither side: {sorted(modules - library - glue)}"
