@@ -171,7 +171,7 @@ def _settings(path: Path, value) -> dict[str, str]:
 
 
 def _not_applicable(path: Path, value) -> dict[str, str]:
-    """`oracles_not_applicable:`: {oracle: why} (fixtures/oracles.py names them)."""
+    """`oracles_not_applicable:`: {oracle: why} (fixtures/oracles/ names them)."""
     from karpenter_e2e.fixtures.oracles import NAMES
     if value is None:
         return {}

@@ -272,7 +272,7 @@ def write_allure(result: dict, results_dir: Path, timeline_png: Path | None,
 
 
 def _oracles(verdict: dict | None) -> list[str]:
-    """The oracles' verdict on the whole check (fixtures/oracles.py): each oracle's outcome,
+    """The oracles' verdict on the whole check (fixtures/oracles/): each oracle's outcome,
     then each finding with its evidence."""
     if verdict is None:
         return []

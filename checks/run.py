@@ -251,7 +251,7 @@ class Check:
             self._step_timings(ran)
         timeline.stop()
         result = self._result(info, out_snap, ran, results, settled, settle_error, timeline)
-        # The oracles judge every check as they judge every scenario (fixtures/oracles.py):
+        # The oracles judge every check as they judge every scenario (fixtures/oracles/):
         # a broken one fails the check, beside its expectations.
         log_text = _read_from(info.karpenter_log, offset)
         result["karpenter_log"] = diagnosis.log_problems(log_text)

@@ -1,5 +1,5 @@
 """Lines of Karpenter's log that are known noise: errors a healthy Karpenter logs in normal
-operation, by release, each with why it is harmless. The log oracle (fixtures/oracles.py)
+operation, by release, each with why it is harmless. The log oracle (fixtures/oracles/)
 leaves them out of its count of repeated errors, never out of its panic or refused-create
 checks, and a pattern names one error, not a kind of error. The table is rendered into
 docs/oracles.md."""

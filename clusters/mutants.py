@@ -61,7 +61,7 @@ class Mutant:
     setup: tuple[str, ...] = ()  # pytest options for this mutant and its control
     expect: str = "killed"
     module: str = CORE  # the Go module the diff applies to
-    # An oracle's proof (fixtures/oracles.py): only that oracle catches this mutant. Its
+    # An oracle's proof (fixtures/oracles/): only that oracle catches this mutant. Its
     # scenarios must pass with the oracles off and fail, naming it, with them on.
     oracle: str = ""
 

@@ -151,5 +151,7 @@ def test_every_fixtures_module_is_glue_or_library_and_the_library_never_imports_
                if m.startswith("karpenter_e2e.fixtures.")}
     glue = {m.rsplit(".", 1)[-1] for m in contract["forbidden_modules"]
             if m.startswith("karpenter_e2e.fixtures.")}
-    modules = {p.stem for p in (ROOT / "fixtures").glob("*.py") if p.stem != "__init__"}
+    fixtures = ROOT / "fixtures"
+    modules = {p.stem for p in fixtures.glob("*.py") if p.stem != "__init__"}
+    modules |= {d.name for d in fixtures.iterdir() if (d / "__init__.py").is_file()}
     assert modules == library | glue, f"fixtures modules on neither side: {sorted(modules - library - glue)}"
