@@ -459,7 +459,7 @@ def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backe
             timeline.record(kube, "", namespace=lambda: ALL_NAMESPACES)
             offset = info.karpenter_log.stat().st_size if info.karpenter_log and \
                 info.karpenter_log.exists() else 0
-            before = cost_now(kube)
+            before, released = cost_now(kube), time.time()
             if edits:
                 r.apply(edits)
                 report.append(change.describe(edits))
@@ -472,6 +472,7 @@ def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backe
             rec = oracles.gather(kube, timeline.recording, "", text,
                                  info.versions.get("karpenter", ""), [ALL_NAMESPACES],
                                  pools_selector="")
+            rec.start = released  # the window: what the rebuild itself made is not Karpenter's
             verdict = oracles.judge(rec)
             d = decisions.record(rec, verdict)
             result.update(decisions=d.to_dict(), oracles=verdict.to_dict(),
