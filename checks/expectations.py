@@ -42,6 +42,9 @@ judge (no matching pod, no node) fails unless it says ``allow_empty: true``; a b
 Job), so a Pending pod fails the check with its diagnosis, and so does a pod its controller
 was refused (named with the refusal). A malformed file is an
 ExpectError naming the file and the item, raised before any cluster starts.
+
+Long because it is expect.yaml's schema: one parser with its error message per key, and the
+evaluation of each expectation beside it.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ verified object by object, then left to Karpenter for a window (docs/replay.md).
 4. The rebuild is verified: the same nodes (pool, instance type, zone, capacity type), each
    pod on the node rebuilt for its own; a replay that does not match says where and stops.
 5. The budgets are restored and Karpenter acts for ``window`` seconds, watched by the timeline.
+
+Long because a replay is one sequence over one Replayer (rebuild, verify, change, window,
+from scratch) and its report; the seam for a split is the report and comparisons
+(replay_once's second half), not done yet.
 """
 
 from __future__ import annotations

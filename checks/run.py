@@ -1,5 +1,8 @@
 """One check, start to end: cluster up, dry-run, apply, settle, observe, scale in, judge,
 report, and the cluster down (or emptied, when kept), whatever happens on the way.
+
+Long because one check is one sequence with one cleanup (up, dry-run, apply, settle,
+observe, steps, judge, report, down) whose stages share the cluster and the timeline.
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ markers and the mutants' headers. An input carries:
   mode (real instances, kubelets and drivers) can show of it.
 
 Pure data: no pytest, no cluster (the layers' contract for ``clusters``).
+
+Long because it is a table: one entry per input Karpenter decides on (97), each with where
+Karpenter reads it; a table split by size would split the inventory the coverage page is
+built from.
 """
 
 from __future__ import annotations

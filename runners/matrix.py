@@ -26,6 +26,10 @@ Ctrl-C (or SIGTERM): SIGINT to every running pytest once (each takes its cluster
 STOP_GRACE_S for that, then SIGKILL and ``clusters down`` for what is left; exit 130.
 
 Exit: 0 every cell passed or skipped; 1 a cell failed; 2 bad input; 130 interrupted.
+
+Long because the matrix runner carries its input checks, the per-version lanes, the join and
+the rendering of one result format; the seam for a split is the rendering (into reports/),
+not done yet.
 """
 
 from __future__ import annotations

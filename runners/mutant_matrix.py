@@ -10,6 +10,9 @@ that scenario fails on an assertion (not a setup error, a harness exception or a
 that stopped) and the control passes it.
 
 Writes ``reports/mutants/matrix.{json,md}`` and one Allure result per mutant.
+
+Long because one kill matrix is one sequence (build each mutant, the control, each run, the
+verdicts, the report) over one result format.
 """
 
 from __future__ import annotations

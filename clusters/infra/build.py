@@ -4,6 +4,10 @@ Each binary lands at ``<cache>/bin/<name>-<version>`` and is never rebuilt once 
 so reruns and CI reuse it. Builds are plain ``go build``: the Kubernetes and etcd
 commands through the wrapper modules in ``gomod/``, kwok and Karpenter inside their own
 downloaded module (its own go.mod and go.sum, exactly as released).
+
+Long because every binary local mode runs is built here, each a small target (Kubernetes,
+etcd, kwok, Karpenter, mutants) over one cache and one lock; one build mechanism, one
+module.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Everything lives in one run directory (``<cache>/clusters/<name>/``): the kwokct
 workdir, the kubeconfig (never merged into ~/.kube/config), the catalogue, every
 component's log and ``state.json``, which lets a later run find, reuse or clean up a
 cluster a crashed run left behind.
+
+Long because LocalCluster owns one process tree through its whole life (build, up, reuse,
+crash recovery, log capture, down) and its steps share that state; the seam for a split is
+the run directory's bookkeeping (state.json, reuse), not done yet.
 """
 
 from __future__ import annotations
