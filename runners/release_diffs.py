@@ -58,7 +58,8 @@ def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str) -> dict:
     """`check FOLDER` on A and B, its reports in OUT/A-B/FOLDER; what it found."""
     reports = out / f"{a}-{b}" / folder.name
     cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", cluster,
-           "--cluster-name", "release-diffs", "--karpenter-version", a, "--compare-version", b,
+           "--cluster-name", f"rd-{a}-{b}".replace(".", ""), "--karpenter-version", a,
+           "--compare-version", b,
            "--reports-dir", str(reports)]
     code = _run(cmd, reports / "check.log", f"{a}-{b}-{folder.name}")
     row: dict = {"folder": folder.name, "exit": code, "reports": str(reports),
@@ -164,7 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", default="nightly", help="the explore seed's stem (default nightly)")
     p.add_argument("--cluster", default="local", choices=("local", "aws-sim"))
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "release-diffs")
+    p.add_argument("--join", nargs="+", type=Path, default=None, metavar="DIR",
+                   help="run nothing: join the tables of these runs' --out folders into --out "
+                        "(the nightly's pairs run as parallel jobs)")
     args = p.parse_args(argv)
+    if args.join:
+        return join(args.join, args.out)
     try:
         missing = [str(d) for d in args.folder if not d.is_dir()]
         if missing:
@@ -190,6 +196,24 @@ def main(argv: list[str] | None = None) -> int:
             _write(args.out, table, started)
     print((args.out / "release-diffs.md").read_text())
     return 1 if any(failed(rows) for rows in table.values()) else 0
+
+
+def join(dirs: list[Path], out: Path) -> int:
+    """One table of several runs' (each DIR/release-diffs.json), pairs oldest first."""
+    table: dict[str, list[dict]] = {}
+    missing = [str(d) for d in dirs if not (d / "release-diffs.json").is_file()]
+    if missing:
+        print(f"release-diffs: bad input: no release-diffs.json in {', '.join(missing)}",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for d in dirs:
+        table.update(json.loads((d / "release-diffs.json").read_text()))
+    ordered = dict(sorted(table.items(), key=lambda kv: [
+        matrix.local_versions.semver(v.strip()) for v in kv[0].split("->")]))
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out, ordered, "joined from " + ", ".join(str(d) for d in dirs))
+    print((out / "release-diffs.md").read_text())
+    return 1 if any(failed(rows) for rows in ordered.values()) else 0
 
 
 def _write(out: Path, table: dict[str, list[dict]], started: str) -> None:

@@ -42,3 +42,15 @@ def test_the_table_counts_and_lists_every_difference():
     clean = [{"folder": "x", "exit": 0, "oracles": {}, "differences": [diff("noted")]}]
     assert not release_diffs.failed(clean)
     assert release_diffs.failed([{**clean[0], "exit": 3}])  # no verdict is no pass
+
+
+def test_runs_of_several_jobs_join_into_one_table_oldest_pair_first(tmp_path):
+    import json
+    for name, pair in (("b", "v1.14.3 -> v1.15.0"), ("a", "v1.13.0 -> v1.14.0")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "release-diffs.json").write_text(json.dumps({pair: [
+            {"folder": "workshop-basic", "exit": 0, "oracles": {}, "differences": []}]}))
+    assert release_diffs.join([tmp_path / "b", tmp_path / "a"], tmp_path / "out") == 0
+    text = (tmp_path / "out" / "release-diffs.md").read_text()
+    assert text.index("| v1.13.0 -> v1.14.0 |") < text.index("| v1.14.3 -> v1.15.0 |")
+    assert release_diffs.join([tmp_path / "nothing"], tmp_path / "out") == 2
