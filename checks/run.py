@@ -35,7 +35,7 @@ from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.kube import NODEPOOL, Kind, Kube
 from karpenter_e2e.clusters.waits import WaitTimeout
-from karpenter_e2e.fixtures import decisions, diagnosis, oracles
+from karpenter_e2e.fixtures import decisions, oracles
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
 
@@ -257,10 +257,10 @@ class Check:
         # The oracles judge every check as they judge every scenario (fixtures/oracles/):
         # a broken one fails the check, beside its expectations.
         log_text = _read_from(info.karpenter_log, offset)
-        result["karpenter_log"] = diagnosis.log_problems(log_text)
         record = oracles.gather(self.kube, timeline.recording, observe.NODEPOOL_LABEL, log_text,
                                 info.versions.get("karpenter", ""), [ALL_NAMESPACES],
                                 pools_selector="")
+        result["karpenter_log"] = record.log_scan.summary()  # the oracle's one reading of it
         verdict = oracles.judge(record, self.plan.expect.oracles_not_applicable)
         result["oracles"] = verdict.to_dict()
         # What Karpenter decided, as two releases' runs of this folder compare (--compare-version)
