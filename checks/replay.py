@@ -116,7 +116,10 @@ def _claim_body(claim: dict, node: dict, pool_hash: dict, nodeclass: tuple[str, 
             "spec": spec}
 
 
-def _pod_body(pod: dict, node: str | None) -> dict:
+def _pod_body(pod: dict, node: str | None, runtime_classes: set[str] | None = None) -> dict:
+    """The pod to create: bound by nodeName to ``node``; its overhead left to admission, which
+    sets it from its RuntimeClass (one of ``runtime_classes``; a class the snapshot lacks is
+    dropped with the overhead, which admission refuses without it)."""
     body = copy.deepcopy(pod)
     body.pop("status", None)
     meta = body["metadata"]
@@ -127,6 +130,9 @@ def _pod_body(pod: dict, node: str | None) -> dict:
         c["image"] = PAUSE_IMAGE
     spec.pop("volumes", None)
     spec.pop("nodeName", None)
+    spec.pop("overhead", None)
+    if spec.get("runtimeClassName") and spec["runtimeClassName"] not in (runtime_classes or set()):
+        spec.pop("runtimeClassName")
     if node:
         spec["nodeName"] = node
     return body
@@ -280,6 +286,11 @@ class Replayer:
             if not pc["metadata"]["name"].startswith("system-"):
                 body = {k: v for k, v in pc.items() if k != "metadata"}
                 self.make({**body, "metadata": {"name": pc["metadata"]["name"]}}, exists_ok=True)
+        classes = set()
+        for rc in self.objects.get("RuntimeClass", []):
+            self.make({**{k: v for k, v in rc.items() if k != "metadata"},
+                       "metadata": {"name": rc["metadata"]["name"]}}, exists_ok=True)
+            classes.add(rc["metadata"]["name"])
         for pdb in self.objects.get("PodDisruptionBudget", []):
             self.make({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                        "metadata": {k: pdb["metadata"][k] for k in ("name", "namespace")},
@@ -290,7 +301,11 @@ class Replayer:
             owners = pod["metadata"].get("ownerReferences") or []
             out.pods_total += 1
             was = pod["spec"].get("nodeName")
-            self.make(_pod_body(pod, out.nodes.get(was) if was else None))
+            self.make(_pod_body(pod, out.nodes.get(was) if was else None, classes))
+            if (pod["spec"].get("runtimeClassName") or "") not in classes | {""}:
+                out.left_out.append(f"pod {pod['metadata']['name']}: its RuntimeClass "
+                                    f"{pod['spec']['runtimeClassName']} is not in the snapshot "
+                                    "(the pod runs without it and its overhead)")
             if any(o["kind"] == "Job" for o in owners):
                 out.left_out.append(f"pod {pod['metadata']['name']}: its Job is not rebuilt "
                                     "(the pod runs unowned)")

@@ -3,7 +3,8 @@ Karpenter's next decisions read from a live cluster, written as YAML, read-only.
 
 It takes, by `get` and `list` only (RBAC below): NodePools, NodeClasses, NodeClaims, Nodes,
 the pods that are not finished, their owners (Deployments, ReplicaSets, StatefulSets, Jobs,
-DaemonSets), PDBs, PriorityClasses, StorageClasses, PVs and PVCs, and Karpenter's version and
+DaemonSets), PDBs, PriorityClasses, RuntimeClasses (a pod's overhead comes from its class),
+StorageClasses, PVs and PVCs, and Karpenter's version and
 settings where a Deployment of it is readable. Each object is cut down to the fields
 Karpenter's scheduling and disruption read, by an allow-list (``keep``): no Secrets or
 ConfigMaps are read, and no image, command, argument, environment value, volume source but a
@@ -12,7 +13,8 @@ PVC's name, address, or annotation outside Karpenter's and the scheduler's is wr
 RBAC it needs (a ClusterRole): get, list on nodes, pods, persistentvolumes,
 persistentvolumeclaims, namespaces (core); deployments, replicasets, statefulsets,
 daemonsets (apps); jobs (batch); poddisruptionbudgets (policy); priorityclasses
-(scheduling.k8s.io); storageclasses (storage.k8s.io); nodepools, nodeclaims (karpenter.sh);
+(scheduling.k8s.io); runtimeclasses (node.k8s.io); storageclasses (storage.k8s.io);
+nodepools, nodeclaims (karpenter.sh);
 ec2nodeclasses (karpenter.k8s.aws) or kwoknodeclasses (karpenter.kwok.sh).
 """
 
@@ -165,6 +167,9 @@ KEEP: dict[str, Callable[[dict], dict]] = {
     "PriorityClass": lambda o: {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                                 "metadata": _meta(o), **{k: o[k] for k in (
                                     "value", "globalDefault", "preemptionPolicy") if k in o}},
+    "RuntimeClass": lambda o: {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                               "metadata": _meta(o), **{k: o[k] for k in (
+                                   "handler", "overhead", "scheduling") if k in o}},
     "StorageClass": lambda o: {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
                                "metadata": _meta(o), **{k: o[k] for k in (
                                    "provisioner", "volumeBindingMode", "allowedTopologies",
@@ -226,6 +231,8 @@ def _lists(kube: Kube) -> dict[str, Callable[[], list]]:
         "PodDisruptionBudget": lambda: kube.policy.list_pod_disruption_budget_for_all_namespaces(
             _request_timeout=t).items,
         "PriorityClass": lambda: client.SchedulingV1Api(kube.api).list_priority_class(
+            _request_timeout=t).items,
+        "RuntimeClass": lambda: client.NodeV1Api(kube.api).list_runtime_class(
             _request_timeout=t).items,
         "StorageClass": lambda: kube.storage.list_storage_class(_request_timeout=t).items,
         "PersistentVolume": lambda: core.list_persistent_volume(_request_timeout=t).items,

@@ -128,3 +128,13 @@ def test_a_synthetic_snapshot_at_scale_is_consistent_and_replayable(tmp_path):
         body = replay._claim_body(claim, nodes[claim["status"]["nodeName"]],
                                   {"karpenter.sh/nodepool-hash": "h"}, NODECLASS)
         assert len([r for r in body["spec"]["requirements"] if len(r["values"]) == 1]) >= 3
+
+
+def test_a_pods_overhead_is_left_to_its_runtime_class_which_the_replay_makes_first():
+    pod = {"metadata": {"name": "api-1", "namespace": "team"},
+           "spec": {"containers": [{"name": "c", "image": "x"}], "runtimeClassName": "sandboxed",
+                    "overhead": {"cpu": "250m"}}}
+    kept = replay._pod_body(pod, "n1", {"sandboxed"})["spec"]
+    assert kept["runtimeClassName"] == "sandboxed" and "overhead" not in kept
+    lost = replay._pod_body(pod, "n1", set())["spec"]  # a snapshot taken before RuntimeClasses
+    assert "runtimeClassName" not in lost and "overhead" not in lost
