@@ -229,8 +229,20 @@ def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
     """The cluster as it is now, limited to the folder's namespaces and Karpenter's nodes.
     ``catalogue``: the instance types the cluster's cloud offers, when it is a fake one;
     ``workloads``: the workloads as applied (scaled), else as the folder has them."""
+    snap = state(kube, bundle.namespaces)
+    snap.diagnoses = diagnose_pending(kube, snap, nodeclass, karpenter_running, karpenter_log,
+                                      bundle, catalogue)
+    counts = Counter(p.workload for p in snap.pods if p.phase != "Terminating")
+    snap.not_created = not_created(kube, bundle.workloads if workloads is None else workloads,
+                                   counts)
+    return snap
+
+
+def state(kube: Kube, namespaces) -> Snapshot:
+    """The pods of ``namespaces``, Karpenter's nodes, NodePools and NodeClaims, as they are
+    now (what the packing picture draws; a replay's before and after)."""
     snap = Snapshot(time.time())
-    for ns in sorted(bundle.namespaces):
+    for ns in sorted(namespaces):
         for pod in kube.pods(ns):
             snap.pods.append(PodView(ns, pod.metadata.name, pod_workload(pod), _phase(pod),
                                      pod.spec.node_name or "", _requests(pod),
@@ -257,11 +269,6 @@ def take(kube: Kube, bundle: Bundle, nodeclass: Kind | None = None,
             snap.claims_deleting += 1
         elif not view.is_true(claim, "Initialized"):
             snap.claims_launching += 1
-    snap.diagnoses = diagnose_pending(kube, snap, nodeclass, karpenter_running, karpenter_log,
-                                      bundle, catalogue)
-    counts = Counter(p.workload for p in snap.pods if p.phase != "Terminating")
-    snap.not_created = not_created(kube, bundle.workloads if workloads is None else workloads,
-                                   counts)
     return snap
 
 

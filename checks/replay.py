@@ -479,6 +479,9 @@ def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backe
             offset = info.karpenter_log.stat().st_size if info.karpenter_log and \
                 info.karpenter_log.exists() else 0
             before, released = cost_now(kube), time.time()
+            namespaces = {p["metadata"].get("namespace", "default") for p in objects.get("Pod", [])}
+            pictures = {"before": _packing(kube, namespaces, out_dir / "packing-before.png",
+                                           f"before the window · {folder.name}")}
             if edits:
                 r.apply(edits)
                 report.append(change.describe(edits))
@@ -486,6 +489,9 @@ def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backe
             watch(window_s, f"Karpenter acting on the replayed state ({window_s:.0f}s window)")
             timeline.stop()
             assert timeline.recording is not None  # record() made it
+            pictures["after"] = _packing(kube, namespaces, out_dir / "packing-after.png",
+                                         f"after {window_s:.0f}s · {folder.name}")
+            pictures["timeline"] = _timeline(timeline, out_dir)
             text = info.karpenter_log.read_text(errors="replace")[offset:] if info.karpenter_log \
                 else ""
             rec = oracles.gather(kube, timeline.recording, "", text,
@@ -497,7 +503,8 @@ def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backe
             result.update(decisions=d.to_dict(), oracles=verdict.to_dict(),
                           cost_before=before, cost_after=cost_now(kube),
                           blocked=_blocked(rec))
-            report += [_acted(result, window_s), "## Oracles", "", "```", verdict.summary(), "```"]
+            report += [_acted(result, window_s), _pictures(pictures),
+                       "## Oracles", "", "```", verdict.summary(), "```"]
             report.append(against_original(folder, window_s, d, result))
         if scratch is not None:
             result["from_scratch"] = scratch
@@ -560,6 +567,39 @@ def against_original(folder: Path, window_s: float, replayed: decisions.Decision
         was, replayed, found, f"The original cluster ({original.get('karpenter')}) and the "
         f"replay over the same {window_s:.0f}s after the snapshot",
         names=("original", "replay")) + "\n" + cost + "\n"
+
+
+def _packing(kube: Kube, namespaces: set[str], path: Path, when: str) -> Path | None:
+    """Which pods sit on which node (the check's packing picture), now."""
+    from karpenter_e2e.checks import observe
+    from karpenter_e2e.reports import packing_chart
+    try:
+        packing = packing_chart.prepare(observe.state(kube, namespaces).to_dict())
+        nodes = sum(g.nodes for g in packing.groups)
+        return packing_chart.render(packing, path, "Node packing: replay", f"{nodes} nodes · {when}")
+    except Exception as exc:  # noqa: BLE001 - a picture must never hide the verdict
+        log.warning("node packing not drawn: %s: %s", type(exc).__name__, exc)
+        return None
+
+
+def _timeline(timeline: Timeline, out_dir: Path) -> Path | None:
+    """The window's timeline (timeline.json, and its picture)."""
+    from karpenter_e2e.fixtures.timeline import write_snapshot
+    from karpenter_e2e.reports import timeline_chart
+    try:
+        snap = timeline.snapshot("replayed")
+        write_snapshot(snap, out_dir / "timeline.json")
+        return timeline_chart.render(snap, out_dir / "timeline.png")
+    except Exception as exc:  # noqa: BLE001 - as above
+        log.warning("timeline not drawn: %s: %s", type(exc).__name__, exc)
+        return None
+
+
+def _pictures(pictures: dict[str, Path | None]) -> str:
+    drawn = [(what, p) for what, p in pictures.items() if p is not None]
+    if not drawn:
+        return ""
+    return "\n".join(["## Pictures", ""] + [f"![{what}]({p.name})" for what, p in drawn]) + "\n"
 
 
 def _scratch(s: dict, result: dict) -> str:
