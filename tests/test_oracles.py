@@ -94,11 +94,18 @@ def test_daemonset_pods_are_not_the_provisioners_to_answer():
 
 
 # ---- daemons fit -------------------------------------------------------------------------------
-def _daemon_case(ds_created, pending_for):
+def _daemon_case(ds_created, pending_for, planned=None, bound=0):
+    """A daemon pending ``pending_for`` on n1, whose NodeClaim Karpenter planned for
+    ``planned`` pods (daemons included), while ``bound`` other pods were bound there."""
     node = "n1"
     insufficient = ("False", "Unschedulable", "0/5 nodes are available: 1 Insufficient memory.")
+    c1 = claim("c1", T0 + 2, node=node)
+    if planned:
+        c1["requests"] = {"cpu": "1500m", "pods": str(planned)}
+    others = [(T0 + 4, "pods", "ADDED", pod(f"w{i}", T0 + 3, node=node, phase="Running"))
+              for i in range(bound)]
     rec = recording(
-        (T0 + 2, "nodeclaims", "ADDED", claim("c1", T0 + 2, node=node)),
+        (T0 + 2, "nodeclaims", "ADDED", c1), *others,
         (T0 + 3, "nodes", "ADDED", {"name": node, "created": int(T0 + 3), "deleting": None,
                                     "instance_type": "m5.large", "capacity_type": "on-demand",
                                     "ready": int(T0 + 4), "price": "0.096"}),
@@ -120,6 +127,14 @@ def test_a_daemon_pending_for_room_on_a_node_karpenter_sized_is_a_finding():
     assert _daemon_case(T0, DAEMON_RETRY_S + 5) == ["daemons-fit"]
     assert _daemon_case(T0, 2) == []  # a retry away
     assert _daemon_case(T0 + 30, DAEMON_RETRY_S + 5) == []  # came after the node was sized
+
+
+
+def test_a_daemon_whose_room_kube_scheduler_gave_to_another_pod_is_not_karpenters_failure():
+    """Karpenter planned the node for 4 pods and the daemon; kube-scheduler bound 5 pods there
+    (one Karpenter had nominated elsewhere): the plan held the daemon, the binding did not."""
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=5, bound=5) == []
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=5, bound=4) == ["daemons-fit"]
 
 
 # ---- Karpenter's log ---------------------------------------------------------------------------
