@@ -116,7 +116,7 @@ def failed(rows: list[dict]) -> bool:
 
 def markdown(pairs: dict[str, list[dict]], started: str) -> str:
     lines = ["# What changes between consecutive releases", "",
-             f"Started {started}. Each release against the one before it, on the same workloads "
+             f"{started}. Each release against the one before it, on the same workloads "
              "(docs/differential.md). Reproduce a row with the command in its check.log.", "",
              "| pair | workloads | suspect | expected | noted | oracles failing | no verdict |",
              "|---|---|---|---|---|---|---|"]
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     folders = diff_folders(args.folder, not args.folder)
     args.out.mkdir(parents=True, exist_ok=True)
     sigterm_as_ctrl_c()
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    started = "Started " + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     table: dict[str, list[dict]] = {}
     for a, b in pairs:
         rows = table.setdefault(f"{a} -> {b}", [])
@@ -211,7 +211,7 @@ def join(dirs: list[Path], out: Path) -> int:
     ordered = dict(sorted(table.items(), key=lambda kv: [
         matrix.local_versions.semver(v.strip()) for v in kv[0].split("->")]))
     out.mkdir(parents=True, exist_ok=True)
-    _write(out, ordered, "joined from " + ", ".join(str(d) for d in dirs))
+    _write(out, ordered, "Joined from " + ", ".join(str(d) for d in dirs))
     print((out / "release-diffs.md").read_text())
     return 1 if any(failed(rows) for rows in ordered.values()) else 0
 
