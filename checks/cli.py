@@ -47,7 +47,6 @@ from karpenter_e2e.checks.run import Check, Plan, load_folder, plan, run_pair
 from karpenter_e2e.checks.variables import Variables, VariablesError
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.fixtures import decisions
 
 MODES = ("local", "aws-sim")
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -230,7 +229,7 @@ def _main(args, base: Base | None) -> int:
         return EXIT_CLUSTER
     try:
         if first is not None:
-            _write_comparison(first[1], result)
+            report.write_comparison(first[1], result, "What the two releases decided")
         _outputs(args, base, pair, result)
     except Exception as exc:  # noqa: BLE001 - as above: exit 1 would read "expectation failed"
         logging.getLogger("karpenter_e2e.check").exception("writing the outputs broke")
@@ -314,22 +313,6 @@ def _compared_backend(opts: argparse.Namespace, backend, version: str):
         "kubernetes_version": kube})))
     other.check_options()
     return other
-
-
-def _write_comparison(a: dict, b: dict) -> None:
-    """compare.md and compare.json beside the second release's check.md: what each release
-    decided, and the diff."""
-    da, db = (decisions.Decisions.from_dict(r["decisions"]) for r in (a, b))
-    found = decisions.diff(da, db)
-    out = Path(b["files"]["json"]).parent
-    text = decisions.markdown(da, db, found, "What the two releases decided")
-    b["compare"] = {"a": da.to_dict(), "b": db.to_dict(), "a_files": a["files"],
-                    "differences": [d.to_dict() for d in found],
-                    "suspect": len(decisions.suspects(found))}
-    (out / "compare.md").write_text(text)
-    (out / "compare.json").write_text(json.dumps(b["compare"], indent=1, default=str))
-    b["files"].update({"compare_markdown": str(out / "compare.md"),
-                       "compare_json": str(out / "compare.json")})
 
 
 def _cluster_error(args, exc: ClusterError) -> int:

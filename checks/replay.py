@@ -36,6 +36,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError
 
 from karpenter_e2e.checks import change, snapshot
+from karpenter_e2e.checks.report import write_comparison
 from karpenter_e2e.clusters import objects as view
 from karpenter_e2e.clusters.karpenter_clock import BATCH_MAX_S
 from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
@@ -524,22 +525,14 @@ def compare(a: dict, b: dict) -> tuple[str, int]:
     """What the two releases decided on the same replayed state, and the diff (compare.md
     and compare.json beside the second replay's report); the number of suspect differences.
     A side that did not reproduce the snapshot has no decisions: nothing is compared."""
-    out = Path(b["files"]["json"]).parent
     if "decisions" not in a or "decisions" not in b:
         text = "# Not compared: a replay did not reproduce the snapshot\n"
-        (out / "compare.md").write_text(text)
+        (Path(b["files"]["json"]).parent / "compare.md").write_text(text)
         return text, 0
-    da, db = (decisions.Decisions.from_dict(r["decisions"]) for r in (a, b))
-    found = decisions.diff(da, db)
-    suspect = len(decisions.suspects(found))
-    text = decisions.markdown(da, db, found, f"On this cluster: Karpenter {a['karpenter']} and "
-                              f"{b['karpenter']}, the same replayed state and window")
-    (out / "compare.md").write_text(text)
-    (out / "compare.json").write_text(json.dumps(
-        {"a": da.to_dict(), "b": db.to_dict(), "a_files": a["files"],
-         "differences": [d.to_dict() for d in found], "suspect": suspect}, indent=1, default=str))
-    b["files"]["compare"] = str(out / "compare.md")
-    return text + f"\nfiles: {out / 'compare.md'}, {out / 'compare.json'}\n", suspect
+    text = write_comparison(a, b, f"On this cluster: Karpenter {a['karpenter']} and "
+                                  f"{b['karpenter']}, the same replayed state and window")
+    return (text + f"\nfiles: {b['files']['compare_markdown']}, {b['files']['compare_json']}\n",
+            b["compare"]["suspect"])
 
 
 def against_original(folder: Path, window_s: float, replayed: decisions.Decisions,

@@ -290,3 +290,22 @@ def _oracles(verdict: dict | None) -> list[str]:
     for f in verdict["findings"]:
         out += ["", f"- **{f['oracle']}**: {f['what']}"] + [f"  - `{e}`" for e in f["evidence"][:10]]
     return out + [""]
+
+
+def write_comparison(a: dict, b: dict, title: str) -> str:
+    """compare.md and compare.json beside the second side's report (``b``'s json file): what
+    each side decided (their ``decisions``), and the diff; ``b`` gains ``compare`` and the two
+    files. Returns the markdown. check --compare-version and a replay's both write it."""
+    from karpenter_e2e.fixtures import decisions
+    da, db = (decisions.Decisions.from_dict(r["decisions"]) for r in (a, b))
+    found = decisions.diff(da, db)
+    out = Path(b["files"]["json"]).parent
+    text = decisions.markdown(da, db, found, title)
+    b["compare"] = {"a": da.to_dict(), "b": db.to_dict(), "a_files": a["files"],
+                    "differences": [d.to_dict() for d in found],
+                    "suspect": len(decisions.suspects(found))}
+    (out / "compare.md").write_text(text)
+    (out / "compare.json").write_text(json.dumps(b["compare"], indent=1, default=str))
+    b["files"].update({"compare_markdown": str(out / "compare.md"),
+                       "compare_json": str(out / "compare.json")})
+    return text

@@ -201,6 +201,20 @@ class Children:
                 signal.signal(s, h)
 
 
+def run_one(child: Child) -> int:
+    """``child`` run to its end, its exit code. Ctrl-C or SIGTERM here reaches it as SIGINT
+    first (a check or a pytest takes its clusters down), and it is killed only after the
+    grace."""
+    children = Children()
+    try:
+        kid = children.start(child)
+        assert kid is not None  # a group of its own: nothing has interrupted it yet
+        return kid.wait()
+    except BaseException:
+        children.interrupt()
+        raise
+
+
 def _raise_keyboard_interrupt(_signum, _frame) -> None:
     raise KeyboardInterrupt
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from karpenter_e2e.checks import explore
-from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
+from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
 
 ROOT = Path(__file__).resolve().parent.parent
 EXIT_BAD_INPUT, EXIT_CLUSTER = 2, 3
@@ -60,20 +60,26 @@ def field_of(difference: str) -> str:
     return difference.split(":")[0].split(" ")[0]
 
 
-def read_outcome(code: int, reports: Path) -> Outcome:
-    """From a check's reports directory: each side's check.json and the compare.json."""
-    out = Outcome(code, reports=str(reports))
+def reported(reports: Path) -> tuple[dict[str, list[str]], list[dict]]:
+    """What a check run with --compare-version wrote into ``reports``: the oracles that
+    failed on each release (each side's check.json), and every difference (compare.json)."""
+    oracles: dict[str, list[str]] = {}
     for path in sorted(reports.glob("runs/check-*/check.json")):
         result = json.loads(path.read_text())
         release = (result.get("decisions") or {}).get("release") or path.parent.name
-        out.oracles[release] = sorted({f["oracle"] for f in
-                                       (result.get("oracles") or {}).get("findings") or []})
-    for path in reports.glob("runs/check-*/compare.json"):
-        for d in json.loads(path.read_text())["differences"]:
-            if d["status"] == "suspect":
-                out.suspect.append(f"{d['field']}{' ' + d['key'] if d['key'] else ''}: "
-                                   f"{d['a']} -> {d['b']}")
-    return out
+        oracles[release] = sorted({f["oracle"] for f in
+                                   (result.get("oracles") or {}).get("findings") or []})
+    differences = [d for path in reports.glob("runs/check-*/compare.json")
+                   for d in json.loads(path.read_text())["differences"]]
+    return oracles, differences
+
+
+def read_outcome(code: int, reports: Path) -> Outcome:
+    """From a check's reports directory: each side's oracles and the suspect differences."""
+    oracles, differences = reported(reports)
+    return Outcome(code, oracles, [f"{d['field']}{' ' + d['key'] if d['key'] else ''}: "
+                                   f"{d['a']} -> {d['b']}" for d in differences
+                                   if d["status"] == "suspect"], str(reports))
 
 
 def run_case(case: explore.Case, folder: Path, args) -> Outcome:
@@ -100,14 +106,7 @@ def _check(case: explore.Case | None, folder: Path, args, first: str,
         explore.write(case, folder)
     cmd = reproduce(folder, args, first, reports)
     print("$", " ".join(cmd), flush=True)
-    children = Children()
-    try:
-        kid = children.start(Child(reports.name, cmd, reports / "check.log", cwd=ROOT))
-        assert kid is not None
-        code = kid.wait()
-    except BaseException:  # Ctrl-C: the check takes its cluster down first
-        children.interrupt()
-        raise
+    code = run_one(Child(reports.name, cmd, reports / "check.log", cwd=ROOT))
     return read_outcome(code, reports)
 
 

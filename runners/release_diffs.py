@@ -26,7 +26,8 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.runners import matrix
-from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
+from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
+from karpenter_e2e.runners.explore import reported
 from karpenter_e2e.runners.upgrade_gate import diff_folders
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,16 +63,9 @@ def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str) -> dict:
            "--compare-version", b,
            "--reports-dir", str(reports)]
     code = _run(cmd, reports / "check.log", f"{a}-{b}-{folder.name}")
-    row: dict = {"folder": folder.name, "exit": code, "reports": str(reports),
-                 "differences": [], "oracles": {}}
-    for path in sorted(reports.glob("runs/check-*/check.json")):
-        result = json.loads(path.read_text())
-        release = (result.get("decisions") or {}).get("release") or path.parent.name
-        row["oracles"][release] = sorted({f["oracle"] for f in
-                                          (result.get("oracles") or {}).get("findings") or []})
-    for path in reports.glob("runs/check-*/compare.json"):
-        row["differences"] = json.loads(path.read_text())["differences"]
-    return row
+    oracles, differences = reported(reports)
+    return {"folder": folder.name, "exit": code, "reports": str(reports),
+            "differences": differences, "oracles": oracles}
 
 
 def explore_pair(a: str, b: str, n: int, seed: str, out: Path, cluster: str) -> dict:
@@ -90,14 +84,7 @@ def explore_pair(a: str, b: str, n: int, seed: str, out: Path, cluster: str) -> 
 def _run(cmd: list[str], log: Path, name: str) -> int:
     print("$", " ".join(cmd), flush=True)
     log.parent.mkdir(parents=True, exist_ok=True)
-    children = Children()
-    try:
-        kid = children.start(Child(name, cmd, log, cwd=ROOT))
-        assert kid is not None
-        return kid.wait()
-    except BaseException:  # Ctrl-C: each check takes its clusters down first
-        children.interrupt()
-        raise
+    return run_one(Child(name, cmd, log, cwd=ROOT))
 
 
 def counts(rows: list[dict]) -> dict[str, int]:

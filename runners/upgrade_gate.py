@@ -31,7 +31,7 @@ from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.infra import build, kube_releases, releases, versions
 from karpenter_e2e.runners import cluster_dirs
-from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
+from karpenter_e2e.runners.children import Child, Children, run_one, sigterm_as_ctrl_c
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
@@ -158,14 +158,7 @@ def diff_phase(folder: Path, args, out: Path) -> tuple[int, Path]:
            "--compare-version", args.to_v, "--reports-dir", str(out / "diff"),
            "--junit", str(junit), "--summary", str(out / "diff-summary.md")]
     print("$", " ".join(cmd), flush=True)
-    children = Children()
-    try:
-        kid = children.start(Child(f"diff-{name}", cmd, out / f"diff-{name}.log", cwd=ROOT))
-        assert kid is not None
-        return kid.wait(), junit
-    except BaseException:  # Ctrl-C, SIGTERM: the check takes its clusters down first
-        children.interrupt()
-        raise
+    return run_one(Child(f"diff-{name}", cmd, out / f"diff-{name}.log", cwd=ROOT)), junit
 
 
 def perf_dir(out: Path, version: str) -> Path:

@@ -106,3 +106,15 @@ def test_a_workload_whose_pods_were_made_on_one_side_only_is_noted_not_suspect()
     b.to_running_s["app-5"] = 0.9
     (d,) = decisions.diff(a, b)
     assert (d.field, d.key, d.status) == ("to_running_s", "app-5", "noted")
+
+
+def test_one_writer_of_compare_files_serves_check_and_replay(tmp_path):
+    from karpenter_e2e.checks.report import write_comparison
+    a = {"decisions": run("v1.14.3").to_dict(), "files": {"json": str(tmp_path / "a.json")}}
+    b = {"decisions": run("v1.15.0", itype="m5.xlarge").to_dict(),
+         "files": {"json": str(tmp_path / "b.json")}}
+    text = write_comparison(a, b, "What the two releases decided")
+    assert "v1.14.3 -> v1.15.0" in text and (tmp_path / "compare.md").read_text() == text
+    assert b["compare"]["suspect"] == len([d for d in b["compare"]["differences"]
+                                           if d["status"] == "suspect"]) > 0
+    assert b["files"]["compare_json"] == str(tmp_path / "compare.json")
