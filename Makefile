@@ -122,16 +122,16 @@ upgrade-gate: setup
 	$(PY) -m karpenter_e2e.runners.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
 
 ## explore: generated workloads on FROM (and TO, diffed), shrunk when something is found:
-## make explore FROM=v1.14.3 TO=v1.15.0 N=3 SEED=... (docs/differential.md)
+## make explore FROM=v1.14.3 TO=v1.15.0 N=3 SEED=... [KUBE=1.30] (docs/differential.md)
 # N and TO are soak's and the gate's too: explore takes them only from the command line
 explore: setup
-	$(PY) -m karpenter_e2e.runners.explore --from $(FROM) $(if $(filter command line,$(origin TO)),--to $(TO)) --n $(if $(filter command line,$(origin N)),$(N),3) $(if $(SEED),--seed $(SEED)) $(if $(SHRINK),--shrink-budget $(SHRINK))
+	$(PY) -m karpenter_e2e.runners.explore --from $(FROM) $(if $(filter command line,$(origin TO)),--to $(TO)) --n $(if $(filter command line,$(origin N)),$(N),3) $(if $(SEED),--seed $(SEED)) $(if $(SHRINK),--shrink-budget $(SHRINK)) $(if $(KUBE),--kubernetes-version $(KUBE))
 
 ## release-diffs: each served release against the one before it, every example on both,
 ## the differences joined into one table (the nightly; docs/differential.md):
-## make release-diffs [PAIRS=v1.14.3:v1.15.0,...] [LAST=K] [FOLDERS="dir ..."] [EXPLORE=N]
+## make release-diffs [PAIRS=v1.14.3:v1.15.0,...] [LAST=K] [FOLDERS="dir ..."] [EXPLORE=N] [KUBE=1.30]
 release-diffs: build
-	$(PY) -m karpenter_e2e.runners.release_diffs $(if $(PAIRS),--pairs $(PAIRS)) $(if $(LAST),--last $(LAST)) $(foreach f,$(FOLDERS),--folder $(f)) $(if $(EXPLORE),--explore $(EXPLORE))
+	$(PY) -m karpenter_e2e.runners.release_diffs $(if $(PAIRS),--pairs $(PAIRS)) $(if $(LAST),--last $(LAST)) $(foreach f,$(FOLDERS),--folder $(f)) $(if $(EXPLORE),--explore $(EXPLORE)) $(if $(KUBE),--kubernetes-version $(KUBE))
 
 ## mutants: the kill matrix: each mutant (a patched Karpenter) must fail the scenarios it names
 ## (MUTANT_CLUSTER=aws-sim: the AWS provider's mutants, in aws-sim mode)

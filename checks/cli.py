@@ -97,6 +97,11 @@ def parser() -> argparse.ArgumentParser:
                    help="the cluster's name (its run directory); distinct per concurrent check")
     p.add_argument("--karpenter-version", default=None,
                    help="Karpenter version (default: the mode's pinned one)")
+    p.add_argument("--kubernetes-version", default=None, metavar="MINOR",
+                   help="local and aws-sim: the control plane's Kubernetes, a minor (1.30) or a "
+                        "release (v1.30.14) inside the release's range (default: the newest "
+                        "served minor inside it; with --compare-version, both releases run on "
+                        "it, so it must be inside both ranges; docs/versions.md)")
     p.add_argument("--compare-version", default=None, metavar="VERSION",
                    help="also check DIR on this Karpenter release (a second cluster, the same "
                         "Kubernetes release and catalogue) and diff what the two decided "

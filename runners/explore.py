@@ -118,7 +118,9 @@ def reproduce(folder: Path, args, first: str | None = None, reports: Path | None
     cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", args.cluster,
            "--cluster-name", "explore", "--karpenter-version", first or args.from_v,
            "--reports-dir", str(reports or reports_of(folder))]
-    return cmd + (["--compare-version", args.to_v] if args.to_v else [])
+    kube = args.kubernetes_version
+    return cmd + (["--kubernetes-version", kube] if kube else []) + \
+        (["--compare-version", args.to_v] if args.to_v else [])
 
 
 def shrink(case: explore.Case, found: Outcome, folder: Path, args) -> tuple[explore.Case, int]:
@@ -155,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shrink-budget", type=int, default=6,
                    help="most check runs spent shrinking one finding (default 6)")
     p.add_argument("--cluster", default="local", choices=("local", "aws-sim"))
+    p.add_argument("--kubernetes-version", default=None, metavar="MINOR",
+                   help="every case's control plane (default: FROM's newest served minor)")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "explore")
     args = p.parse_args(argv)
     if args.n < 1 or args.shrink_budget < 0:
@@ -192,13 +196,16 @@ def main(argv: list[str] | None = None) -> int:
 def _write_table(out: Path, seed: str, args, rows) -> None:
     lines = [f"# explore {seed}: {args.from_v}" + (f" vs {args.to_v}" if args.to_v else ""), "",
              f"{len(rows)} case(s); reproduce with `make explore FROM={args.from_v}"
-             + (f" TO={args.to_v}" if args.to_v else "") + f" N={args.n} SEED={seed}`.", "",
+             + (f" TO={args.to_v}" if args.to_v else "")
+             + (f" KUBE={args.kubernetes_version}" if args.kubernetes_version else "")
+             + f" N={args.n} SEED={seed}`.", "",
              "| case | what | found | minimal | shrink runs | s |", "|---|---|---|---|---|---|"]
     lines += [f"| {i} | {what} | {said} | {minimal or '–'} | {runs} | {s:.0f} |"
               for i, what, said, minimal, runs, s in rows]
     (out / "explore.md").write_text("\n".join(lines) + "\n")
     (out / "explore.json").write_text(json.dumps(
         {"seed": seed, "from": args.from_v, "to": args.to_v, "n": args.n,
+         "kubernetes": args.kubernetes_version,
          "cases": [{"case": i, "what": what, "found": said, "minimal": minimal,
                     "shrink_runs": runs, "seconds": round(s)}
                    for i, what, said, minimal, runs, s in rows]}, indent=1))

@@ -3,17 +3,21 @@ the one before it, on the same workloads, every difference in what they decided 
 one table (docs/differential.md, "The nightly").
 
     python -m karpenter_e2e.runners.release_diffs [--pairs A:B,...|--last K]
-        [--folder DIR ...] [--explore N] [--seed S] [--cluster local] [--out reports/release-diffs]
+        [--folder DIR ...] [--explore N] [--seed S] [--cluster local]
+        [--kubernetes-version MINOR] [--out reports/release-diffs]
 
 Per pair, each folder (default: every example but plugin-project, as the upgrade gate's
 differential phase) is checked on A and on B (`check DIR --karpenter-version A
 --compare-version B`, the same Kubernetes release and catalogue on both sides), and, with
 --explore N, N generated cases run on both (`make explore`, seed "<seed>-<A>-<B>", so each
-pair's cases reproduce alone). The table (OUT/release-diffs.md, .json) is rewritten as each
-check ends: per pair, what was diffed and how many differences were suspect, expected and
-noted; then every difference, with the folder, the field, both values and why it is
-expected (the features table's entry) or suspect. Exit 1 when a pair has a suspect
-difference or a side whose oracles fail, 2 on bad input.
+pair's cases reproduce alone). Both sides of a pair run on one Kubernetes release: by default
+the older release's newest served minor; --kubernetes-version names one for every pair,
+refused before anything starts when a release does not support it (the old pairs: their newest
+minors, 1.31 and 1.32, do not build from every proxy, docs/versions.md). The table
+(OUT/release-diffs.md, .json) is rewritten as each check ends: per pair, what was diffed and
+how many differences were suspect, expected and noted; then every difference, with the folder,
+the field, both values and why it is expected (the features table's entry) or suspect. Exit 1
+when a pair has a suspect difference or a side whose oracles fail, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import sys
 import time
 from pathlib import Path
 
+from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
@@ -55,12 +60,26 @@ def chosen_pairs(spec: str, last: int, served: list[str]) -> list[tuple[str, str
     return every[-last:] if last else every
 
 
-def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str) -> dict:
+def outside_ranges(pairs: list[tuple[str, str]], kube: str) -> None:
+    """Refuse, before any cluster starts, a minor one release of a pair does not support."""
+    try:
+        wanted = compat.minor(kube)
+    except (ValueError, IndexError):
+        raise matrix.BadInput(f"--kubernetes-version {kube!r} is not a minor like 1.30") from None
+    bad = [f"{v} supports {compat.supported(v).text}" for pair in pairs for v in pair
+           if wanted not in compat.supported(v)]
+    if bad:
+        raise matrix.BadInput(f"Kubernetes {compat.minor_text(wanted)} is outside what these "
+                              "releases support: " + "; ".join(dict.fromkeys(bad)))
+
+
+def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str,
+               kube: str | None = None) -> dict:
     """`check FOLDER` on A and B, its reports in OUT/A-B/FOLDER; what it found."""
     reports = out / f"{a}-{b}" / folder.name
     cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", cluster,
            "--cluster-name", f"rd-{a}-{b}".replace(".", ""), "--karpenter-version", a,
-           "--compare-version", b,
+           "--compare-version", b, *(["--kubernetes-version", kube] if kube else []),
            "--reports-dir", str(reports)]
     code = _run(cmd, reports / "check.log", f"{a}-{b}-{folder.name}")
     oracles, differences = reported(reports)
@@ -68,12 +87,14 @@ def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str) -> dict:
             "differences": differences, "oracles": oracles}
 
 
-def explore_pair(a: str, b: str, n: int, seed: str, out: Path, cluster: str) -> dict:
+def explore_pair(a: str, b: str, n: int, seed: str, out: Path, cluster: str,
+                 kube: str | None = None) -> dict:
     """N generated cases on A and B (runners/explore.py); what they found."""
     where = out / f"{a}-{b}" / "explore"
     name = f"{seed}-{a}-{b}"
     cmd = [sys.executable, "-m", "karpenter_e2e.runners.explore", "--from", a, "--to", b,
-           "--n", str(n), "--seed", name, "--cluster", cluster, "--out", str(where)]
+           "--n", str(n), "--seed", name, "--cluster", cluster, "--out", str(where),
+           *(["--kubernetes-version", kube] if kube else [])]
     code = _run(cmd, where / f"{name}.log", f"explore-{a}-{b}")
     table = where / name / "explore.json"
     cases = json.loads(table.read_text())["cases"] if table.is_file() else []
@@ -151,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also N generated cases per pair (default 0)")
     p.add_argument("--seed", default="nightly", help="the explore seed's stem (default nightly)")
     p.add_argument("--cluster", default="local", choices=("local", "aws-sim"))
+    p.add_argument("--kubernetes-version", default=None, metavar="MINOR",
+                   help="every pair's control plane, inside both releases' ranges (default: "
+                        "each pair on its older release's newest served minor)")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "release-diffs")
     p.add_argument("--join", nargs="+", type=Path, default=None, metavar="DIR",
                    help="run nothing: join the tables of these runs' --out folders into --out "
@@ -165,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.explore < 0 or args.last < 0:
             raise matrix.BadInput("--explore and --last are 0 or more")
         pairs = chosen_pairs(args.pairs, args.last, matrix.default_versions())
+        if args.kubernetes_version:
+            outside_ranges(pairs, args.kubernetes_version)
     except (matrix.BadInput, ClusterError) as exc:
         print(f"release-diffs: bad input, nothing started:\n{exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -176,10 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     for a, b in pairs:
         rows = table.setdefault(f"{a} -> {b}", [])
         for folder in folders:
-            rows.append(check_pair(folder, a, b, args.out, args.cluster))
+            rows.append(check_pair(folder, a, b, args.out, args.cluster, args.kubernetes_version))
             _write(args.out, table, started)
         if args.explore:
-            rows.append(explore_pair(a, b, args.explore, args.seed, args.out, args.cluster))
+            rows.append(explore_pair(a, b, args.explore, args.seed, args.out, args.cluster,
+                                     args.kubernetes_version))
             _write(args.out, table, started)
     print((args.out / "release-diffs.md").read_text())
     return 1 if any(failed(rows) for rows in table.values()) else 0

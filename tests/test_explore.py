@@ -82,10 +82,21 @@ def test_a_cases_reports_live_beside_it_not_in_it(tmp_path):
     """check reads every YAML file under a folder: a report inside would be read as manifests."""
     import argparse
     folder = tmp_path / "case-0" / "case"
-    args = argparse.Namespace(cluster="local", from_v="v1.14.3", to_v="v1.15.0")
+    args = argparse.Namespace(cluster="local", from_v="v1.14.3", to_v="v1.15.0",
+                              kubernetes_version=None)
     cmd = runner.reproduce(folder, args)
     assert cmd[cmd.index("--reports-dir") + 1] == str(tmp_path / "case-0" / "case.reports")
     assert cmd[-2:] == ["--compare-version", "v1.15.0"]
+    assert "--kubernetes-version" not in cmd
+
+
+def test_a_cases_command_names_the_minor_it_ran_on(tmp_path):
+    """An older pair runs on a minor inside both ranges; the reproduction must say which."""
+    import argparse
+    args = argparse.Namespace(cluster="local", from_v="v1.0.8", to_v="v1.1.5",
+                              kubernetes_version="1.30")
+    cmd = runner.reproduce(tmp_path / "case", args)
+    assert cmd[cmd.index("--kubernetes-version") + 1] == "1.30"
 
 
 def test_a_difference_that_to_shows_against_itself_is_noise_not_a_finding(monkeypatch, tmp_path):

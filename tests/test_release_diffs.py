@@ -21,6 +21,16 @@ def test_a_bad_pair_is_bad_input(spec):
         release_diffs.chosen_pairs(spec, 0, SERVED)
 
 
+def test_one_minor_for_every_pair_must_be_inside_both_ranges():
+    """1.30 is inside every served release's range; 1.36 is not inside v1.0.8's, and the
+    refusal names that release's range, before any cluster starts."""
+    release_diffs.outside_ranges([("v1.0.8", "v1.1.5"), ("v1.12.1", "v1.13.0")], "1.30")
+    with pytest.raises(matrix.BadInput, match=r"v1\.0\.8 supports Kubernetes 1\.25-1\.31"):
+        release_diffs.outside_ranges([("v1.0.8", "v1.1.5")], "1.36")
+    with pytest.raises(matrix.BadInput, match="not a minor"):
+        release_diffs.outside_ranges([("v1.0.8", "v1.1.5")], "latest")
+
+
 def diff(status, field="nodeclaims", key="", a=1, b=2, why=""):
     return {"status": status, "field": field, "key": key, "a": a, "b": b, "why": why}
 
