@@ -64,6 +64,9 @@ class Workload:
     scale_in: int | None = None  # replicas after the scale-out settled
     prefer_zone: str | None = None  # a preferred node affinity for this zone (weight 50)
     prefer_apart: bool = False  # a preferred pod anti-affinity on hostname (weight 50)
+    # a claim on a volume that exists only in these zones (a static PV and its class, both
+    # naming them; WaitForFirstConsumer), so the volume decides where Karpenter may launch
+    volume_zones: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -89,6 +92,7 @@ class Case:
         constraints += sum(bool(w.spread) + w.anti_affinity + w.do_not_disrupt + w.pdb
                            + (w.scale_in is not None) + (w.memory is not None)
                            + (w.pool is not None) + (w.prefer_zone is not None) + w.prefer_apart
+                           + (w.volume_zones is not None)
                            for w in self.workloads)
         return (100 * (len(self.pools) + len(self.workloads) + len(self.daemons))
                 + 10 * constraints + sum(w.replicas for w in self.workloads))
@@ -111,6 +115,8 @@ class Case:
                   + (f", scaled to {w.scale_in}" if w.scale_in is not None else "")
                   + (f", prefers {w.prefer_zone}" if w.prefer_zone else "")
                   + (", prefers apart" if w.prefer_apart else "")
+                  + (f", volume in {','.join(z[-1] for z in w.volume_zones)}"
+                     if w.volume_zones else "")
                   for w in self.workloads]
         parts += [f"daemon {d.name}: {d.cpu}" for d in self.daemons]
         return "; ".join(parts)
@@ -173,6 +179,12 @@ def generate(seed: str, index: int) -> Case:
     if rng.random() < 0.3:
         case.daemons.append(Daemon("d0", rng.choice(["100m", "250m", "500m"]),
                                    tolerates=bool(tainted)))
+    # Drawn from a stream of its own: seeds recorded before volumes were drawn give the same
+    # pools and workloads as they did (only a volume may be added).
+    vol = random.Random(f"{seed}/{index}/volumes")
+    for w in case.workloads:
+        if vol.random() < 0.2:
+            w.volume_zones = tuple(sorted(vol.sample(ZONES, vol.choice([1, 2]))))
     return case
 
 
@@ -230,6 +242,10 @@ def manifests(case: Case) -> list[dict]:
             pod.setdefault("affinity", {}).setdefault("podAntiAffinity", {})[
                 "preferredDuringSchedulingIgnoredDuringExecution"] = [{"weight": 50, "podAffinityTerm": {
                     "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": labels}}}]
+        if w.volume_zones:
+            out += _volume(w.name, w.volume_zones)
+            pod["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": w.name}}]
+            pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
         meta: dict = {"labels": labels}
         if w.do_not_disrupt:
             meta["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
@@ -253,6 +269,26 @@ def manifests(case: Case) -> list[dict]:
                                  "containers": [{"name": "pause", "image": PAUSE_IMAGE, "resources": {
                                      "requests": {"cpu": d.cpu}}}]}}}})
     return out
+
+
+def _volume(name: str, zones: tuple[str, ...]) -> list[dict]:
+    """A class allowing ``zones`` (no provisioner: the PV is made here, bound where the first
+    pod lands), a PV that exists only there, and the workload's claim on it (its pods share it)."""
+    in_zones = {"key": "topology.kubernetes.io/zone", "values": list(zones)}
+    cls = f"explore-{name}"
+    return [
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": cls},
+         "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
+         "allowedTopologies": [{"matchLabelExpressions": [in_zones]}]},
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": cls},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                  "storageClassName": cls, "hostPath": {"path": f"/tmp/{cls}"},
+                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                      {**in_zones, "operator": "In"}]}]}}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": cls,
+                  "resources": {"requests": {"storage": "1Gi"}}}}]
 
 
 def write(case: Case, folder: Path) -> Path:
@@ -299,7 +335,8 @@ def smaller(case: Case) -> Iterator[Case]:
     for i, w in enumerate(case.workloads):
         for attr, empty in (("spread", None), ("anti_affinity", False), ("do_not_disrupt", False),
                             ("pdb", False), ("scale_in", None), ("memory", None), ("pool", None),
-                            ("prefer_zone", None), ("prefer_apart", False)):
+                            ("prefer_zone", None), ("prefer_apart", False),
+                            ("volume_zones", None)):
             if getattr(w, attr) != empty:
                 yield variant(lambda c, i=i, attr=attr, empty=empty: setattr(c.workloads[i], attr, empty))
         if w.replicas > 1:

@@ -37,7 +37,7 @@ def test_the_generator_draws_from_the_whole_inventory_it_names():
     assert operators == {"In", "NotIn", "Gt", "Lt", "Exists"}
     ws = [w for c in cases for w in c.workloads]
     for attr in ("spread", "spread_anyway", "anti_affinity", "do_not_disrupt", "pdb", "memory",
-                 "tolerates", "pool", "prefer_zone", "prefer_apart"):
+                 "tolerates", "pool", "prefer_zone", "prefer_apart", "volume_zones"):
         assert any(getattr(w, attr) for w in ws), attr
     assert any(w.scale_in == 0 for w in ws) and any(w.scale_in for w in ws)
     pools = [p for c in cases for p in c.pools]
@@ -46,6 +46,44 @@ def test_the_generator_draws_from_the_whole_inventory_it_names():
     assert any(p.weight for p in pools) and any(c.daemons for c in cases)
     assert {str(p.budgets) for p in pools} >= {"None", "[{'nodes': '0'}]", "[{'nodes': '1'}]"}
     assert {p.min_values for p in pools} == {None, 2, 3}
+
+
+def test_a_volume_limits_its_workload_to_the_zones_its_class_and_pv_name():
+    """The class's allowed topologies, the PV's node affinity and the description agree, the
+    claim is in the case's namespace, and every pod of the workload mounts it."""
+    case = next(c for c in (explore.generate(SEED, i) for i in range(100))
+                if any(w.volume_zones for w in c.workloads))
+    w = next(w for w in case.workloads if w.volume_zones)
+    by = {(m["kind"], m["metadata"]["name"]): m for m in explore.manifests(case)}
+    cls = by[("StorageClass", f"explore-{w.name}")]
+    assert cls["allowedTopologies"][0]["matchLabelExpressions"][0]["values"] == list(w.volume_zones)
+    pv = by[("PersistentVolume", f"explore-{w.name}")]["spec"]
+    term = pv["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+    assert term["values"] == list(w.volume_zones) and pv["storageClassName"] == cls["metadata"]["name"]
+    claim = by[("PersistentVolumeClaim", w.name)]
+    assert claim["metadata"]["namespace"] == explore.NAMESPACE
+    pod = by[("Deployment", w.name)]["spec"]["template"]["spec"]
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == w.name
+    assert "volume in " in case.describe()
+    # shrinking can drop the volume alone
+    assert any(not s.workloads[case.workloads.index(w)].volume_zones
+               for s in explore.smaller(case) if len(s.workloads) == len(case.workloads))
+
+
+def test_volumes_came_without_changing_the_cases_recorded_seeds_drew():
+    """Volumes are drawn from a stream of their own: a seed recorded before they existed
+    (records/release-diffs-20261206.md, the nightly's v1.14.0 -> v1.14.1 case) still draws the
+    pools and workloads it did then; only a volume may be added."""
+    recorded = ("pool p0: arch In arm64, capacity-type In spot, instance-category In m,r, "
+                "tainted, weight 50, limit 8 CPU, budgets [{'nodes': '50%', 'reasons': "
+                "['Underutilized']}], WhenEmptyOrUnderutilized after 0s; pool p1: arch In arm64, "
+                "capacity-type In on-demand, limit 8 CPU, WhenEmptyOrUnderutilized after 0s; "
+                "w0: 6x 500m, spread hostname, PDB; w1: 5x 1/2Gi on p0, spread zone; w2: 3x "
+                "250m/512Mi on p1, do-not-disrupt, scaled to 1, prefers apart; daemon d0: 250m")
+    case = explore.generate("nightly-v1.14.0-v1.14.1", 0)
+    for w in case.workloads:
+        w.volume_zones = None
+    assert case.describe() == recorded
 
 
 def test_each_shrink_step_is_smaller_and_still_a_valid_folder(tmp_path):
