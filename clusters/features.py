@@ -238,6 +238,13 @@ CHANGES: tuple[Change, ...] = (
            "(arch, selectors on karpenter.sh/registered and initialized)",
            "pkg/controllers/provisioning/scheduling/scheduler.go: buildDaemonOverheadGroups; "
            "pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go", needs="daemonsets"),
+    Change("v1.14.1", (*_SIZING, "capacity_types", "zones", "rounds"),
+           "a CapacityBuffer's virtual pods carry its pod template's labels, so an affinity, "
+           "anti-affinity or spread on them applies (v1.14.0 gave them only the buffer's own "
+           "labels: three spare pods, one per node by anti-affinity, were packed on one node)",
+           "pkg/state/virtualpods/utilities.go: BuildVirtualPods (Labels: spec.Labels); "
+           "v1.14.0 pkg/controllers/provisioning/buffers.go: buildVirtualPods",
+           needs="capacity-buffers"),
     Change("v1.14.1", ("disruptions",),
            "Balanced's EstimatedSavings prices a replacement only at offerings it may launch",
            "pkg/controllers/disruption/types.go: EstimatedSavings (used by balanced.go)",

@@ -73,6 +73,19 @@ def test_a_difference_no_behaviour_change_names_is_suspect_and_one_it_names_is_e
     assert {x.status for x in diff(b, a) if x.field == "instance_types"} == {"expected"}
 
 
+def test_a_capacity_buffers_packing_across_v1_14_1_is_expected_only_with_a_buffer():
+    """The gate's v1.14.0 -> v1.14.3 capacity-buffer diff: 1 NodeClaim against 3 (v1.14.1's
+    virtual pods carry the template's labels, so its anti-affinity applies)."""
+    a, b = run("v1.14.0"), run("v1.14.3", itype="c6g.large")
+    assert {x.status for x in diff(a, b) if x.field == "instance_types"} == {"suspect"}
+    a.traits = b.traits = ["capacity-buffers"]
+    d = {(x.field, x.key): x for x in diff(a, b)}[("instance_types", "c6g.large")]
+    assert d.status == "expected" and "BuildVirtualPods" in d.why
+    # a buffer's record says so: the trait comes from the CapacityBuffers gathered
+    r = Record(recording(), buffers=[{"metadata": {"name": "spare"}}])
+    assert "capacity-buffers" in decisions.traits(r)
+
+
 def test_tolerances_come_from_karpenters_clock_and_the_catalogue():
     a, b = run(), run()
     b.to_running_s = {"web": a.to_running_s["web"] + decisions.TIME_TOLERANCE_S - 1}
