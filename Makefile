@@ -3,6 +3,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The harness's one command (runners/cli.py; `karpenter-e2e --help` lists its subcommands)
+KE2E := $(PY) -m karpenter_e2e
 PYTEST_ARGS ?=
 
 ALLURE_VERSION ?= 3.18.0
@@ -35,7 +37,7 @@ setup: $(VENV)/.installed
 E2E_CLUSTERS ?=
 E2E_WORKERS ?=
 SHARD ?=
-E2E_RUN = $(PY) -m karpenter_e2e.runners.e2e --reports-dir reports \
+E2E_RUN = $(KE2E) e2e --reports-dir reports \
 	$(if $(E2E_CLUSTERS),--clusters $(E2E_CLUSTERS)) \
 	$(if $(E2E_WORKERS),--workers $(if $(filter 0,$(E2E_WORKERS)),1,$(E2E_WORKERS))) \
 	$(if $(SHARD),--shard $(SHARD))
@@ -46,18 +48,18 @@ e2e: build
 ## average go to reports/soak-<start>.md (stops at nothing: every run is reported)
 N ?= 20
 soak: build
-	$(PY) -m karpenter_e2e.runners.soak --runs $(N) --reports-dir reports -- $(E2E_RUN) -- -v -o log_cli=true $(PYTEST_ARGS)
+	$(KE2E) soak --runs $(N) --reports-dir reports -- $(E2E_RUN) -- -v -o log_cli=true $(PYTEST_ARGS)
 
 ## merge: one report from several runs' directories (CI's shards): make merge OUT=dir RUNS="a b"
 OUT ?= reports/merged
 RUNS ?=
 merge: setup
-	$(PY) -m karpenter_e2e.runners.merge $(OUT) $(RUNS)
+	$(KE2E) merge $(OUT) $(RUNS)
 
 ## durations: keep this machine's last measured test durations (pytest's cache) as
 ## suites/durations.json, the longest-first order a fresh clone (CI) starts from
 durations: setup
-	$(PY) -m karpenter_e2e.fixtures.ordering
+	$(KE2E) durations
 
 ## nightly: only the nightly-only scenarios (minutes of Karpenter's clock each: chaos);
 ## make e2e skips them, saying so; the nightly workflow and the upgrade gate run them.
@@ -66,7 +68,7 @@ nightly: build
 
 ## e2e-aws-sim: the suites against Karpenter's real AWS provider and a fake AWS (aws-sim mode)
 e2e-aws-sim: setup
-	$(PY) -m karpenter_e2e.clusters build --cluster aws-sim
+	$(KE2E) cluster build --cluster aws-sim
 	$(PY) -m pytest suites -v -o log_cli=true --karpenter-cluster=aws-sim -n 2 \
 		--karpenter-reports-dir reports $(PYTEST_ARGS)
 
@@ -114,24 +116,24 @@ test: lint
 
 ## build: compile every pinned binary into the per-user cache (e2e does this on demand)
 build: setup
-	$(PY) -m karpenter_e2e.clusters build
+	$(KE2E) cluster build
 
 ## upgrade-gate: the scale case measured on FROM and on TO at once (TO/FROM within limits),
 ## then Karpenter FROM -> TO must disrupt nothing, then every suite passes on TO
 upgrade-gate: setup
-	$(PY) -m karpenter_e2e.runners.upgrade_gate --from $(FROM) --to $(TO) $(GATE_ARGS)
+	$(KE2E) gate --from $(FROM) --to $(TO) $(GATE_ARGS)
 
 ## explore: generated workloads on FROM (and TO, diffed), shrunk when something is found:
 ## make explore FROM=v1.14.3 TO=v1.15.0 N=3 SEED=... [KUBE=1.30] (docs/differential.md)
 # N and TO are soak's and the gate's too: explore takes them only from the command line
 explore: setup
-	$(PY) -m karpenter_e2e.runners.explore --from $(FROM) $(if $(filter command line,$(origin TO)),--to $(TO)) --n $(if $(filter command line,$(origin N)),$(N),3) $(if $(SEED),--seed $(SEED)) $(if $(SHRINK),--shrink-budget $(SHRINK)) $(if $(KUBE),--kubernetes-version $(KUBE))
+	$(KE2E) explore --from $(FROM) $(if $(filter command line,$(origin TO)),--to $(TO)) --n $(if $(filter command line,$(origin N)),$(N),3) $(if $(SEED),--seed $(SEED)) $(if $(SHRINK),--shrink-budget $(SHRINK)) $(if $(KUBE),--kubernetes-version $(KUBE))
 
 ## release-diffs: each served release against the one before it, every example on both,
 ## the differences joined into one table (the nightly; docs/differential.md):
 ## make release-diffs [PAIRS=v1.14.3:v1.15.0,...] [LAST=K] [FOLDERS="dir ..."] [EXPLORE=N] [KUBE=1.30]
 release-diffs: build
-	$(PY) -m karpenter_e2e.runners.release_diffs $(if $(PAIRS),--pairs $(PAIRS)) $(if $(LAST),--last $(LAST)) $(foreach f,$(FOLDERS),--folder $(f)) $(if $(EXPLORE),--explore $(EXPLORE)) $(if $(KUBE),--kubernetes-version $(KUBE))
+	$(KE2E) release-diffs $(if $(PAIRS),--pairs $(PAIRS)) $(if $(LAST),--last $(LAST)) $(foreach f,$(FOLDERS),--folder $(f)) $(if $(EXPLORE),--explore $(EXPLORE)) $(if $(KUBE),--kubernetes-version $(KUBE))
 
 ## mutants: the kill matrix: each mutant (a patched Karpenter) must fail the scenarios it names
 ## (MUTANT_CLUSTER=aws-sim: the AWS provider's mutants, in aws-sim mode)
@@ -140,7 +142,7 @@ MUTANT_DIR ?= mutants
 MUTANT_JOBS ?= 4
 MUTANT_CLUSTER ?= local
 mutants: setup
-	$(PY) -m karpenter_e2e.runners.mutant_matrix --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
+	$(KE2E) mutants --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
 		--jobs $(MUTANT_JOBS) --cluster $(MUTANT_CLUSTER) $(if $(SHARD),--shard $(SHARD))
 
 ## matrix: scenario x Karpenter release: the suites (SCENARIOS="a,b": those ids) on every release
@@ -156,7 +158,7 @@ MATRIX_JOBS ?= 2
 MATRIX_LANES ?=
 MATRIX_ARGS ?=
 matrix: setup
-	$(PY) -m karpenter_e2e.runners.matrix $(if $(VERSIONS),--versions "$(VERSIONS)") \
+	$(KE2E) matrix $(if $(VERSIONS),--versions "$(VERSIONS)") \
 		$(if $(SCENARIOS),--scenarios "$(SCENARIOS)") --jobs $(MATRIX_JOBS) --reports-dir reports \
 		$(if $(MATRIX_LANES),--lanes $(MATRIX_LANES)) \
 		$(if $(KUBERNETES),--kubernetes-versions "$(KUBERNETES)") \
@@ -168,7 +170,7 @@ matrix: setup
 DIRS ?=
 matrix-join: setup
 	@test -n "$(DIRS)" || { echo "usage: make matrix-join DIRS=\"reports/matrix-a reports/matrix-b\""; exit 2; }
-	$(PY) -m karpenter_e2e.runners.matrix_join --reports-dir reports $(DIRS)
+	$(KE2E) matrix-join --reports-dir reports $(DIRS)
 
 ## bisect: the first release from GOOD to BAD where SCENARIO fails (binary search over the served
 ## releases; both ends checked first), and the module files changed from the release before it.
@@ -183,7 +185,7 @@ bisect: setup
 	@test -n "$(SCENARIO)" -a \( -n "$(GOOD)$(BAD)" -o -n "$(BROKEN)$(FIXED)" \) || { echo "usage:" \
 		"make bisect SCENARIO=id GOOD=vA BAD=vB, or SCENARIO=id BROKEN=vA FIXED=vB" \
 		"[BISECT_ARGS='--cluster-prefix x']"; exit 2; }
-	$(PY) -m karpenter_e2e.runners.bisect --scenario $(SCENARIO) \
+	$(KE2E) bisect --scenario $(SCENARIO) \
 		$(if $(GOOD),--good $(GOOD)) $(if $(BAD),--bad $(BAD)) \
 		$(if $(BROKEN),--broken $(BROKEN)) $(if $(FIXED),--fixed $(FIXED)) \
 		--reports-dir reports $(BISECT_ARGS) $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
@@ -199,7 +201,7 @@ MAX_AGE ?= 6h
 SWEEP_KUBECONFIG ?= $(HOME)/.cache/karpenter-e2e/clusters/karpenter-e2e/kubeconfig
 SWEEP_ARGS ?=
 sweep: setup
-	$(PY) -m karpenter_e2e.clusters.eks.sweep $(if $(findstring --aws-sim,$(SWEEP_ARGS)),,--kubeconfig $(SWEEP_KUBECONFIG)) \
+	$(KE2E) sweep $(if $(findstring --aws-sim,$(SWEEP_ARGS)),,--kubeconfig $(SWEEP_KUBECONFIG)) \
 		--max-age $(MAX_AGE) $(SWEEP_ARGS)
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm);
@@ -215,16 +217,16 @@ report: $(ALLURE)
 	@echo "report: reports/html/index.html"
 
 cluster-up: setup
-	$(PY) -m karpenter_e2e.clusters up --reuse
+	$(KE2E) cluster up --reuse
 cluster-down: setup
-	$(PY) -m karpenter_e2e.clusters down
+	$(KE2E) cluster down
 cluster-status: setup
-	$(PY) -m karpenter_e2e.clusters status
+	$(KE2E) cluster status
 
 ## check: what Karpenter does with your own NodePools and workloads, on a fresh local cluster
 ## (docs/check.md). check exits 0: every expectation held; 1: one failed; 2: bad input;
 ## 3: cluster error. make exits 2 for any failing recipe, whatever its code, so the recipe
-## prints check's code; CI gates on karpenter-e2e-check, which returns it.
+## prints check's code; CI gates on `karpenter-e2e check`, which returns it.
 MANIFESTS ?=
 EXPECT ?=
 SCALE ?=
@@ -236,13 +238,13 @@ check: setup
 	@test -n "$(MANIFESTS)" || { echo "usage: make check MANIFESTS=folder/ [EXPECT=expect.yaml]" \
 		"[SCALE=app=10,...] [SCALE_IN=app=0] [BASE=origin/main] [VARS=team.env]" \
 		"[CHECK_ARGS='--cluster aws-sim']"; exit 2; }
-	@$(PY) -m karpenter_e2e.checks $(MANIFESTS) $(if $(EXPECT),--expect $(EXPECT)) \
+	@$(KE2E) check $(MANIFESTS) $(if $(EXPECT),--expect $(EXPECT)) \
 		$(if $(SCALE),--scale $(SCALE)) $(if $(SCALE_IN),--scale-in $(SCALE_IN)) \
 		$(if $(BASE),--base $(BASE)) $(if $(VARS),--vars $(VARS)) $(CHECK_ARGS); \
 	rc=$$?; [ $$rc -eq 0 ] || echo "make check: check exited $$rc ($$(case $$rc in \
 		1) echo an expectation failed;; 2) echo bad input;; 3) echo cluster error;; \
 		130) echo interrupted;; *) echo unexpected;; esac)); make reports any failure as 2:" \
-		"for the code itself run karpenter-e2e-check" >&2; exit $$rc
+		"for the code itself run karpenter-e2e check" >&2; exit $$rc
 
 ## check-examples: `check` on every folder of examples/ (but plugin-project, a pytest project),
 ## each on a cluster of its own; each must pass
@@ -250,5 +252,5 @@ check-examples: setup
 	@set -e; for d in examples/*/; do \
 		[ "$$d" = examples/plugin-project/ ] && continue; \
 		echo "== check $$d"; \
-		$(PY) -m karpenter_e2e.checks $$d --cluster-name check-$$(basename $$d) $(CHECK_ARGS); \
+		$(KE2E) check $$d --cluster-name check-$$(basename $$d) $(CHECK_ARGS); \
 	done

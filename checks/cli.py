@@ -1,4 +1,4 @@
-"""`python -m karpenter_e2e.checks DIR [--expect FILE] [--scale NAME=N,...] [--scale-in NAME=N,...]`:
+"""`karpenter-e2e check DIR [--expect FILE] [--scale NAME=N,...] [--scale-in NAME=N,...]`:
 what Karpenter does with your own NodePools and workloads, on a fresh local (or aws-sim)
 cluster. With `--base REF` (a folder, or a git ref whose copy of DIR is compared), the base
 is checked first on the same cluster, then DIR, and the report says what changed, base ->
@@ -27,8 +27,7 @@ Exit codes:
   130  interrupted (Ctrl-C); the cluster is taken down
 
 `make check` cannot pass these on: make exits 2 whenever a recipe fails. It prints the
-code; a CI job that gates on it calls karpenter-e2e-check (or python -m
-karpenter_e2e.checks) itself.
+code; a CI job that gates on it calls `karpenter-e2e check` itself.
 """
 
 from __future__ import annotations
@@ -53,14 +52,14 @@ EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERRUPTED = 0, 1,
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.checks", description=__doc__,
+    p = argparse.ArgumentParser(prog="karpenter-e2e check", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("folder", type=Path, nargs="?", default=None,
                    help="folder of NodePools, NodeClasses and workloads")
     p.add_argument("--snapshot", type=Path, default=None, metavar="DIR",
-                   help="instead of a folder: a snapshot of a live cluster (python -m "
-                        "karpenter_e2e.checks.snapshot), rebuilt on a fresh cluster, verified, "
-                        "then left to Karpenter for --window (docs/replay.md)")
+                   help="instead of a folder: a snapshot of a live cluster (karpenter-e2e "
+                        "snapshot), rebuilt on a fresh cluster, verified, then left to "
+                        "Karpenter for --window (docs/replay.md)")
     p.add_argument("--snapshot-out", type=Path, default=None, metavar="DIR",
                    help="write a snapshot of the cluster once the folder settled (what "
                         "--snapshot replays)")

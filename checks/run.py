@@ -478,7 +478,7 @@ def run_pair(base_plan: Plan | None, head_plan: Plan, backend, reports_dir: Path
                           reuse=keep_cluster)
             first.announce_kept = False
             # The base's timeline picture took 2-7 s of the comparison's wall time at load
-            # 10-16; its data is kept: python -m karpenter_e2e.reports.timeline_chart
+            # 10-16; its data is kept: karpenter-e2e chart timeline
             # timeline.json timeline.png draws it.
             first.picture = False
             try:

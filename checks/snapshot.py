@@ -1,4 +1,4 @@
-"""`python -m karpenter_e2e.checks.snapshot --kubeconfig K [--context C] --out DIR`: what
+"""`karpenter-e2e snapshot --kubeconfig K [--context C] --out DIR`: what
 Karpenter's next decisions read from a live cluster, written as YAML, read-only.
 
 It takes, by `get` and `list` only (RBAC below): NodePools, NodeClasses, NodeClaims, Nodes,
@@ -286,7 +286,7 @@ def load(folder: Path) -> tuple[dict, dict[str, list[dict]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.checks.snapshot", description=__doc__,
+    p = argparse.ArgumentParser(prog="karpenter-e2e snapshot", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kubeconfig", type=Path, required=True)
     p.add_argument("--context", default=None)
@@ -311,7 +311,3 @@ def _deployments_raw(kube: Kube) -> list[dict]:
     plain = kube.api.sanitize_for_serialization
     return [plain(d) for d in kube.apps.list_deployment_for_all_namespaces(
         _request_timeout=kube.timeout).items]
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`python -m karpenter_e2e.checks.synthetic --nodes 300 --pods 3000 [--seed S] --out DIR`: a
+"""`karpenter-e2e synthetic --nodes 300 --pods 3000 [--seed S] --out DIR`: a
 large snapshot made up (docs/replay.md), in the format checks/snapshot.py writes, for
 replays at scale: two NodePools (on-demand c/m/r, spot), nodes of mixed families, sizes,
 zones and capacity types, each with its NodeClaim; Deployments' ReplicaSets whose pods fill
@@ -125,7 +125,7 @@ def make(nodes: int, pods: int, seed: str = "synthetic") -> tuple[dict, dict[str
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.checks.synthetic", description=__doc__,
+    p = argparse.ArgumentParser(prog="karpenter-e2e synthetic", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=300)
     p.add_argument("--pods", type=int, default=3000)
@@ -139,7 +139,3 @@ def main(argv: list[str] | None = None) -> int:
     snapshot.write(objects, about, args.out)
     print(about["source"])
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`python -m karpenter_e2e.clusters up|down|status|logs|build`: the cluster lifecycle by hand."""
+"""`karpenter-e2e cluster up|down|status|logs|build`: the cluster lifecycle by hand."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from karpenter_e2e.clusters.flags import adder
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters", description=__doc__)
+    p = argparse.ArgumentParser(prog="karpenter-e2e cluster", description=__doc__)
     p.add_argument("command", choices=["up", "down", "status", "logs", "build"])
     backends.add_options(adder(p.add_argument))
     p.add_argument("--reuse", action="store_true", help="up: reuse a healthy running cluster")
@@ -52,7 +52,3 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@ The plugin runs inside other projects' pytest, beside plugins such as pytest-kin
 (``--cluster-name``) and pytest-helm-charts (``--kubeconfig``); argparse refuses a second
 option of the same name, so unprefixed names stopped those runs at start-up.
 The option's ``dest`` keeps its short name (``config.option.cluster_name``), and the
-harness's own command lines (``python -m karpenter_e2e.clusters up --cluster-name x``, the
+harness's own command lines (``karpenter-e2e cluster up --cluster-name x``, the
 runners' flags) keep theirs: only pytest's flags go through here. (Not named pytest_*:
 pytest takes any such name in a plugin module for a hook.)
 """

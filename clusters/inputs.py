@@ -7,7 +7,7 @@ functions that read it, as ``<path in the module>:<Func>`` or ``<path>:<Type.Met
 (tests/test_coverage.py finds each in the module trees present in the Go module cache).
 
 Scenarios say which inputs they cover with ``@pytest.mark.covers("pod.hostPorts", ...)``;
-``python -m karpenter_e2e.reports.coverage`` writes docs/coverage.md from this table, the
+``karpenter-e2e pages`` writes docs/coverage.md from this table, the
 markers and the mutants' headers. An input carries:
 
 - ``proved_by``: the mutants (mutants/*.patch) whose ``# regression:`` line is about this

@@ -1,6 +1,6 @@
 """The coverage table: which scenario covers each input Karpenter decides on, and which
-mutant proves it. ``python -m karpenter_e2e.reports.coverage`` writes docs/coverage.md;
-``--check`` only says whether it is up to date (tests/test_coverage.py runs that check).
+mutant proves it. ``karpenter-e2e pages`` (reports/pages.py) writes docs/coverage.md; with
+``--check`` it only says whether it is up to date (tests/test_coverage.py checks it).
 
 Read from the code, offline, without pytest:
 
@@ -15,10 +15,8 @@ Read from the code, offline, without pytest:
 
 from __future__ import annotations
 
-import argparse
 import ast
-import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SUITES = ROOT / "suites"
 OUT = ROOT / "docs" / "coverage.md"
 ALL_MODES = ("local", "aws-sim", "kind", "eks")
-COMMAND = "python -m karpenter_e2e.reports.coverage"
+COMMAND = "karpenter-e2e pages"  # writes the generated pages; each names it
 
 
 @dataclass(frozen=True)
@@ -248,43 +246,3 @@ def render(tests: list[Test] | None = None, mutants: list[Mutant] | None = None,
     lines += [f"- `{m.name}` ({', '.join(m.scenarios)}): {m.regression}" for m in spare] \
         or ["- none"]
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true",
-                    help="only check that the file is up to date (exit 1 if not)")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
-    try:
-        text = render()
-    except CoverageError as exc:
-        print(f"coverage: {exc}", file=sys.stderr)
-        return 2
-    return write_or_check(args.out, text, args.check, "coverage", COMMAND)
-
-
-def page_main(argv: list[str] | None, doc: str, out: Path, render: Callable[[], str], name: str,
-              command: str) -> int:
-    """The command line of a generated page: write it, or ``--check`` whether it is stale."""
-    ap = argparse.ArgumentParser(prog=command, description=doc.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
-    ap.add_argument("--out", type=Path, default=out)
-    args = ap.parse_args(argv)
-    return write_or_check(args.out, render(), args.check, name, command)
-
-
-def write_or_check(out: Path, text: str, check: bool, name: str, command: str) -> int:
-    """A generated page: write it, or with ``check`` only say whether it is stale (exit 1)."""
-    if check:
-        if not out.is_file() or out.read_text() != text:
-            print(f"{name}: {out} is stale; run {command}", file=sys.stderr)
-            return 1
-        return 0
-    out.write_text(text)
-    print(f"{name}: wrote {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

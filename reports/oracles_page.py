@@ -3,24 +3,22 @@ each oracle with what it judges, the bounds it uses (clusters/karpenter_clock.py
 Karpenter's log known as noise (clusters/karpenter_noise.py), and every scenario that declares
 an oracle not applicable, with its reason (the suites' ``oracle_not_applicable`` markers).
 
-    python -m karpenter_e2e.reports.oracles_page [--check]
+    karpenter-e2e pages [--check] oracles
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
-import sys
 from pathlib import Path
 
 from karpenter_e2e.clusters import karpenter_clock as clock, karpenter_noise
 from karpenter_e2e.clusters.mutants import MUTANTS_DIR, load
 from karpenter_e2e.fixtures import oracles
 from karpenter_e2e.fixtures.oracles import NAMES
-from karpenter_e2e.reports.coverage import ROOT, SUITES, page_main
+from karpenter_e2e.reports.coverage import COMMAND, ROOT, SUITES
 
 OUT = ROOT / "docs" / "oracles.md"
-COMMAND = "python -m karpenter_e2e.reports.oracles_page"
 BOUNDS = ("DECISION_BOUND_S", "SCHEDULING_ROUND_S", "ROUND_SPREAD_S", "DAEMON_RETRY_S", "LEFT_OUT_LAG_S",
           "BATCH_IDLE_S", "BATCH_MAX_S", "SETTLE_MARGIN_S", "SETTLE_WINDOWS", "SETTLE_EXPIRY_FLOOR_S",
           "STATE_LAG_S")
@@ -99,11 +97,3 @@ def render(suites: Path = SUITES) -> str:
     else:
         lines.append("None: every oracle judges every scenario.")
     return "\n".join(lines) + "\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    return page_main(argv, __doc__ or "", OUT, render, "oracles", COMMAND)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

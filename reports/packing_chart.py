@@ -12,16 +12,13 @@ price says so). Under the picture: the Pending pods per workload, which no bar s
 pools with no node, and the price sources.
 
 ``prepare`` reduces a snapshot (``checks.observe.Snapshot.to_dict()``, as check.json holds it
-under ``snapshot``) to what is drawn; ``render`` draws it. ``python -m
-karpenter_e2e.reports.packing_chart check.json packing.png [RESOURCE]`` draws one again from a
-check's result.
+under ``snapshot``) to what is drawn; ``render`` draws it. ``karpenter-e2e chart packing
+check.json packing.png [RESOURCE]`` (reports/charts.py) draws one again from a check's result.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -482,17 +479,3 @@ def render_result(result: dict, path: Path, resource: str = "cpu",
                 f"{result.get('karpenter_version', '?')} · run {result.get('run_id', '?')}")
     return render(packing, path, f"Node packing: {result.get('folder', '')}", subtitle,
                   inspect=inspect)
-
-
-def main(argv: list[str]) -> int:
-    if len(argv) not in (2, 3):
-        print("usage: python -m karpenter_e2e.reports.packing_chart CHECK.json OUT.png "
-              "[RESOURCE, default cpu]", file=sys.stderr)
-        return 2
-    render_result(json.loads(Path(argv[0]).read_text()), Path(argv[1]),
-                  argv[2] if len(argv) == 3 else "cpu")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -5,15 +5,13 @@ Running (top) and the pool's nodes (bottom), with each run's scale-to-0 call dot
 Right, each figure's TO/FROM ratio as a bar, its limit as a tick, 1 (no change) as a line;
 the bar is red when the figure fails the gate.
 
-``python -m karpenter_e2e.reports.perf_chart FROM.json TO.json OUT.png`` draws it from two measurement
-files (``timings/*.json`` of the scale-perf scenario).
+``karpenter-e2e perf FROM.json TO.json --chart OUT.png`` (reports/perf_comparison.py) draws it
+from two measurement files (``timings/*.json`` of the scale-perf scenario).
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -108,25 +106,3 @@ def _ratios(ax, rows: list[Row]) -> None:
                        Line2D([], [], color=OVER, lw=6, label="over: fails the gate")],
               loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=2, fontsize=8,
               frameon=False)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.reports.perf_chart", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("before", type=Path)
-    p.add_argument("after", type=Path)
-    p.add_argument("out", type=Path)
-    p.add_argument("--max-ratio", type=float, default=1.5)
-    p.add_argument("--ratios", default="")
-    args = p.parse_args(argv)
-    before, after = perf_comparison.load(args.before), perf_comparison.load(args.after)
-    rows = perf_comparison.compare(before["values"], after["values"],
-                                   perf_comparison.parse_limits(args.max_ratio, args.ratios))
-    runs = [(r.get("notes", {}).get("karpenter", name), r)
-            for name, r in (("FROM", before), ("TO", after))]
-    print(render(runs, rows, args.out))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,10 @@
 """The upgrade gate's performance comparison: the measured scale case (scenario
 ``scale-perf``) on FROM and on TO, each figure as a TO/FROM ratio against a limit.
 
-``python -m karpenter_e2e.reports.perf_comparison FROM.json TO.json [--max-ratio 1.5] [--ratios k=v,...]``
+``karpenter-e2e perf FROM.json TO.json [--max-ratio 1.5] [--ratios k=v,...] [--chart OUT.png]``
 compares two runs' measurement files (``timings/*.json``) by hand, e.g. a version with
-itself to see the noise.
+itself to see the noise; exit 1 when a figure is over its limit. ``--chart`` also draws the
+gate's picture of them (reports/perf_chart.py).
 """
 
 from __future__ import annotations
@@ -139,12 +140,14 @@ def load(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.reports.perf_comparison", description=__doc__,
+    p = argparse.ArgumentParser(prog="karpenter-e2e perf", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("before", type=Path, help="FROM's measurements (file or run directory)")
     p.add_argument("after", type=Path, help="TO's measurements (file or run directory)")
     p.add_argument("--max-ratio", type=float, default=1.5)
     p.add_argument("--ratios", default="", help="per-metric limits, e.g. nodes=1.2")
+    p.add_argument("--chart", type=Path, default=None, metavar="OUT.png",
+                   help="also draw the two runs and the ratios here")
     args = p.parse_args(argv)
     try:
         limits = parse_limits(args.max_ratio, args.ratios)
@@ -158,8 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(rows, *names), end="")
     for reason in breaches(rows, *names):
         print(reason)
+    if args.chart:
+        from karpenter_e2e.reports import perf_chart  # matplotlib, and it imports this module
+        print(perf_chart.render(list(zip(names, (before, after), strict=True)), rows, args.chart))
     return 0 if all(r.ok for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

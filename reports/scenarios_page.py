@@ -2,20 +2,18 @@
 each test's ``scenario`` marker, its docstring (what it proves), the modes it is limited
 to, whether it is nightly-only, and the mutants that must fail it.
 
-    python -m karpenter_e2e.reports.scenarios_page [--check]
+    karpenter-e2e pages [--check] scenarios
 """
 
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 from karpenter_e2e.clusters.mutants import MUTANTS_DIR, load
-from karpenter_e2e.reports.coverage import ROOT, SUITES, page_main, scan
+from karpenter_e2e.reports.coverage import COMMAND, ROOT, SUITES, scan
 
 OUT = ROOT / "docs" / "scenarios.md"
-COMMAND = "python -m karpenter_e2e.reports.scenarios_page"
 
 
 def docstrings(suites: Path = SUITES) -> dict[str, str]:
@@ -61,10 +59,3 @@ def render(suites: Path = SUITES, mutants_dir: Path = MUTANTS_DIR) -> str:
                          f"{', '.join(sorted(killers.get(t.scenario or '', []))) or '–'} |")
         lines.append("")
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return page_main(argv, __doc__ or "", OUT, render, "scenarios", COMMAND)
-
-if __name__ == "__main__":
-    sys.exit(main())

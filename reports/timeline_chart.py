@@ -16,14 +16,13 @@ and marks (dotted lines, e.g. "inflate 3→0"); setup and teardown in grey; on a
 scenario, a red line where the test body ended.
 
 Input is the dict ``fixtures.timeline.Timeline.snapshot`` returns (also written as JSON next
-to the picture); ``python -m karpenter_e2e.reports.timeline_chart SNAPSHOT.json OUT.png`` draws one again,
-from its recording.
+to the picture); ``karpenter-e2e chart timeline SNAPSHOT.json OUT.png`` (reports/charts.py)
+draws one again, from its recording.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -314,17 +313,11 @@ def _events(ax, events: list[dict], reasons: list[str], end: float) -> None:
     ax.set_ylim(-0.6, len(reasons) - 0.4)
 
 
-def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m karpenter_e2e.reports.timeline_chart SNAPSHOT.json OUT.png", file=sys.stderr)
-        return 2
-    snap = json.loads(Path(argv[0]).read_text())
-    if "declared" in snap:  # reduce the recording again, with this version's reductions
+def load(path: Path) -> dict:
+    """A snapshot file as ``render`` takes it; a recording is reduced again, with this
+    version's reductions."""
+    snap = json.loads(path.read_text())
+    if "declared" in snap:
         from karpenter_e2e.fixtures.timeline import Timeline
         snap = Timeline.from_snapshot(snap).snapshot(snap["outcome"])
-    render(snap, Path(argv[1]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    return snap

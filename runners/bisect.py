@@ -1,7 +1,7 @@
 """`make bisect`: the first Karpenter release where a scenario fails (or passes again).
 
-    python -m karpenter_e2e.runners.bisect --scenario ID --good vA --bad vB
-    python -m karpenter_e2e.runners.bisect --scenario ID --broken vA --fixed vB
+    karpenter-e2e bisect --scenario ID --good vA --bad vB
+    karpenter-e2e bisect --scenario ID --broken vA --fixed vB
         [--reports-dir reports] [--cluster-prefix matrix] [-- PYTEST_ARGS...]
 
 GOOD/BAD finds a regression: the first release where a scenario that passed fails.
@@ -218,7 +218,7 @@ def render_diff(old: str, new: str, changes: list[Change]) -> str:
 
 # ---- command line --------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.bisect",
+    ap = argparse.ArgumentParser(prog="karpenter-e2e bisect",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenario", required=True, help="one scenario id")
     ap.add_argument("--good", help="a release where the scenario passes (with --bad)")
@@ -293,7 +293,3 @@ def _ends(opts: argparse.Namespace) -> tuple[Terms, tuple[str, str]]:
         return FIX, (opts.broken, opts.fixed)
     raise BadInput("give --good and --bad (find the release that broke the scenario) or "
                    "--broken and --fixed (find the release that fixed it), not a mix")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """`make e2e`: the suites on K local clusters at once, each with its own Karpenter.
 
-    python -m karpenter_e2e.runners.e2e [--clusters K] [--workers W] [--shard I/N]
+    karpenter-e2e e2e [--clusters K] [--workers W] [--shard I/N]
         [--reports-dir reports] [-- PYTEST_ARGS...]
 
 1. Collect the tests once (``--collect-only``), with their measured durations and markers.
@@ -210,7 +210,7 @@ def _cluster_options(args: list[str], mode: str) -> argparse.Namespace | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.e2e",
+    ap = argparse.ArgumentParser(prog="karpenter-e2e e2e",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--clusters", type=int, default=None,
                     help="local clusters at once (default: what this machine's cores and "
@@ -367,7 +367,3 @@ def _run(runs: list[LaneRun], run_dir: Path, reports_dir: Path) -> int:
     if not bad:
         return 5
     return 1 if all(c == 1 for c in bad) else max(c if c is not None else 3 for c in bad)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

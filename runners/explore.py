@@ -2,7 +2,7 @@
 (checks/explore.py), each checked on FROM (and TO), judged by the oracles and, with TO, by
 the diff of what the two releases decided (docs/differential.md).
 
-    python -m karpenter_e2e.runners.explore --from V [--to V] [--n N] [--seed S]
+    karpenter-e2e explore --from V [--to V] [--n N] [--seed S]
         [--shrink-budget K] [--cluster local|aws-sim] [--out reports/explore]
 
 A case whose run finds something (an oracle failing on either release, a suspect
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from karpenter_e2e.checks import explore
 from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
+from karpenter_e2e.runners.cli import child
 
 ROOT = Path(__file__).resolve().parent.parent
 EXIT_BAD_INPUT, EXIT_CLUSTER = 2, 3
@@ -115,7 +116,7 @@ def reports_of(folder: Path) -> Path:
 
 
 def reproduce(folder: Path, args, first: str | None = None, reports: Path | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", args.cluster,
+    cmd = [*child("check"), str(folder), "--cluster", args.cluster,
            "--cluster-name", "explore", "--karpenter-version", first or args.from_v,
            "--reports-dir", str(reports or reports_of(folder))]
     kube = args.kubernetes_version
@@ -147,7 +148,7 @@ def shrink(case: explore.Case, found: Outcome, folder: Path, args) -> tuple[expl
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.explore", description=__doc__,
+    p = argparse.ArgumentParser(prog="karpenter-e2e explore", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="from_v", required=True, help="the release every case runs on")
     p.add_argument("--to", dest="to_v", default=None, help="also run each case on this release "
@@ -209,7 +210,3 @@ def _write_table(out: Path, seed: str, args, rows) -> None:
          "cases": [{"case": i, "what": what, "found": said, "minimal": minimal,
                     "shrink_runs": runs, "seconds": round(s)}
                    for i, what, said, minimal, runs, s in rows]}, indent=1))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

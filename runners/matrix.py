@@ -1,6 +1,6 @@
 """`make matrix`: the suites on several Karpenter releases, written as scenario x version.
 
-    python -m karpenter_e2e.runners.matrix [--versions "v1.6.4 v1.15.0"] [--scenarios a,b]
+    karpenter-e2e matrix [--versions "v1.6.4 v1.15.0"] [--scenarios a,b]
         [--kubernetes-versions "1.35 1.36"] [--jobs 2] [--reports-dir reports]
         [--cluster-prefix matrix] [-- PYTEST_ARGS...]
 
@@ -62,6 +62,7 @@ from karpenter_e2e.clusters.infra import (
 from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import cluster_dirs, collect
 from karpenter_e2e.runners.children import Child, Children
+from karpenter_e2e.runners.cli import child
 from karpenter_e2e.runners.prebuilds import BuildsAhead, prebuild, split_column
 
 PY = sys.executable
@@ -473,7 +474,7 @@ def cluster_name(prefix: str, version: str) -> str:
 
 # ---- running -------------------------------------------------------------------------------
 def take_down(cluster: str) -> None:
-    subprocess.run([PY, "-m", "karpenter_e2e.clusters", "down", "--cluster-name", cluster],
+    subprocess.run([*child("cluster"), "down", "--cluster-name", cluster],
                    stdin=subprocess.DEVNULL, capture_output=True, timeout=180)
 
 
@@ -511,7 +512,7 @@ def run_version(version: str, out: Path, scenarios: list[str], children: Childre
     if lanes:
         # The default run's layout (serial lanes for the disruption scenarios), so a cell
         # differs from the nightly's only by the release. Its lanes are <cluster>-cN.
-        cmd = [PY, "-m", "karpenter_e2e.runners.e2e", "--clusters", str(lanes),
+        cmd = [*child("e2e"), "--clusters", str(lanes),
                "--reports-dir", str(vdir), "--", "-p", "no:cacheprovider", "-v", "-rs",
                plugin_flag("cluster-name"), cluster, *chosen]
         clusters = [f"{cluster}-c{i}" for i in range(1, lanes + 1)] + [cluster]
@@ -694,7 +695,7 @@ def harness_commit() -> str | None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.matrix",
+    ap = argparse.ArgumentParser(prog="karpenter-e2e matrix",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--versions", default="",
                     help="releases, space or comma separated (default: every release the Go "
@@ -792,7 +793,7 @@ def main(argv: list[str] | None = None) -> int:
     m.meta.update({"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started)),
                    "wall_s": round(time.monotonic() - t0, 1), "jobs": opts.jobs,
                    "lanes": opts.lanes, "commit": harness_commit(),
-                   "command": " ".join(["python -m karpenter_e2e.runners.matrix",
+                   "command": " ".join(["karpenter-e2e matrix",
                                         *(argv if argv is not None else sys.argv[1:])])})
     n = merge_allure({v: r.run_dir for v, r in runs.items() if r.run_dir}, out / "allure-results")
     files = write(m, out)
@@ -803,7 +804,3 @@ def main(argv: list[str] | None = None) -> int:
     if children.interrupted.is_set():
         return 130
     return 1 if m.counts()["failed"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """`make matrix-join DIRS="a b"`: several matrix runs as one table, picture and Allure report.
 
-    python -m karpenter_e2e.runners.matrix_join [--reports-dir reports | --out DIR] DIR ...
+    karpenter-e2e matrix-join [--reports-dir reports | --out DIR] DIR ...
 
 Each DIR is a `make matrix` directory (its ``matrix.json``, the releases' run directories
 and Allure results). The nightly workflow runs one job per release and joins their
@@ -99,7 +99,7 @@ def join(parts: list[Path], out: Path) -> Matrix:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.matrix_join",
+    ap = argparse.ArgumentParser(prog="karpenter-e2e matrix-join",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="+", type=Path, help="make matrix directories")
     ap.add_argument("--reports-dir", type=Path, default=Path("reports"))
@@ -124,7 +124,3 @@ def main(argv: list[str] | None = None) -> int:
           f"{files['json']}, {files['markdown']}, {files['png']}, {out / 'allure-results'} "
           f"({n} results)", flush=True)
     return 1 if m.counts()["failed"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@ The runner merges its lanes (one pytest run per cluster) this way, and CI's merg
 shards' downloaded run directories. A run directory is what ``--karpenter-reports-dir`` gives a
 pytest run (``junit.xml``, ``allure-results/``, ``timings/``, ``timelines/``, ``summary.md``).
 
-    python -m karpenter_e2e.runners.merge OUT RUN_DIR [RUN_DIR ...]
+    karpenter-e2e merge OUT RUN_DIR [RUN_DIR ...]
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def merge(runs: list[Path], out: Path, wall: float | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.merge",
+    ap = argparse.ArgumentParser(prog="karpenter-e2e merge",
                                  description="merge run directories (shards, lanes) into one")
     ap.add_argument("out", type=Path)
     ap.add_argument("runs", type=Path, nargs="+")
@@ -126,7 +126,3 @@ def main(argv: list[str] | None = None) -> int:
     print((args.out / "summary.md").read_text())
     print(totals.line())
     return 1 if totals.failures or totals.errors else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

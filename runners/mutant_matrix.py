@@ -1,4 +1,4 @@
-"""`python -m karpenter_e2e.runners.mutant_matrix`: run the scenarios against mutated
+"""`karpenter-e2e mutants`: run the scenarios against mutated
 Karpenters (kill matrix).
 
 For each mutant (``mutants/*.patch`` or ``--mutant-dir``): build karpenter-kwok (``--cluster
@@ -448,7 +448,7 @@ def write_allure(alluredir: Path, result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.mutant_matrix", description=__doc__,
+    p = argparse.ArgumentParser(prog="karpenter-e2e mutants", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mutants", default="", help="names to run, space or comma separated "
                                                  "(default: every *.patch in the folder)")
@@ -517,7 +517,3 @@ def main(argv: list[str] | None = None) -> int:
     ok = result["killed"] == result["total"] and all(c["status"] == "passed"
                                                      for c in result["controls"])
     return 0 if ok else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 the one before it, on the same workloads, every difference in what they decided joined into
 one table (docs/differential.md, "The nightly").
 
-    python -m karpenter_e2e.runners.release_diffs [--pairs A:B,...|--last K]
+    karpenter-e2e release-diffs [--pairs A:B,...|--last K]
         [--folder DIR ...] [--explore N] [--seed S] [--cluster local]
         [--kubernetes-version MINOR] [--out reports/release-diffs]
 
@@ -32,6 +32,7 @@ from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
+from karpenter_e2e.runners.cli import child
 from karpenter_e2e.runners.explore import reported
 from karpenter_e2e.runners.upgrade_gate import diff_folders
 
@@ -77,7 +78,7 @@ def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str,
                kube: str | None = None) -> dict:
     """`check FOLDER` on A and B, its reports in OUT/A-B/FOLDER; what it found."""
     reports = out / f"{a}-{b}" / folder.name
-    cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", cluster,
+    cmd = [*child("check"), str(folder), "--cluster", cluster,
            "--cluster-name", f"rd-{a}-{b}".replace(".", ""), "--karpenter-version", a,
            "--compare-version", b, *(["--kubernetes-version", kube] if kube else []),
            "--reports-dir", str(reports)]
@@ -92,7 +93,7 @@ def explore_pair(a: str, b: str, n: int, seed: str, out: Path, cluster: str,
     """N generated cases on A and B (runners/explore.py); what they found."""
     where = out / f"{a}-{b}" / "explore"
     name = f"{seed}-{a}-{b}"
-    cmd = [sys.executable, "-m", "karpenter_e2e.runners.explore", "--from", a, "--to", b,
+    cmd = [*child("explore"), "--from", a, "--to", b,
            "--n", str(n), "--seed", name, "--cluster", cluster, "--out", str(where),
            *(["--kubernetes-version", kube] if kube else [])]
     code = _run(cmd, where / f"{name}.log", f"explore-{a}-{b}")
@@ -161,7 +162,7 @@ def _cell(v) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.release_diffs",
+    p = argparse.ArgumentParser(prog="karpenter-e2e release-diffs",
                                 description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pairs", default="", help="FROM:TO,... (default: every consecutive pair)")
@@ -233,7 +234,3 @@ def join(dirs: list[Path], out: Path) -> int:
 def _write(out: Path, table: dict[str, list[dict]], started: str) -> None:
     (out / "release-diffs.md").write_text(markdown(table, started))
     (out / "release-diffs.json").write_text(json.dumps(table, indent=1, default=str))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

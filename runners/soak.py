@@ -1,6 +1,6 @@
 """`make soak N=20`: the same run N times back to back, each one reported.
 
-    python -m karpenter_e2e.runners.soak --runs N [--reports-dir reports] -- COMMAND...
+    karpenter-e2e soak --runs N [--reports-dir reports] -- COMMAND...
 
 Every run's exit code, wall time, pytest closing line, failed tests, the machine's load
 average (1-minute, at its start and end; the peak of samples every 5 s) and what the machine
@@ -62,7 +62,7 @@ def run_once(cmd: list[str], log: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.soak")
+    ap = argparse.ArgumentParser(prog="karpenter-e2e soak")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--reports-dir", type=Path, default=Path("reports"))
     ap.add_argument("command", nargs=argparse.REMAINDER)
@@ -113,7 +113,3 @@ def main(argv: list[str] | None = None) -> int:
         fh.write(f"\n{green} of {opts.runs} runs green.\n")
     print(f"soak: {green} of {opts.runs} runs green; {report}")
     return 0 if green == opts.runs else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

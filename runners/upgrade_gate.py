@@ -1,4 +1,4 @@
-"""`python -m karpenter_e2e.runners.upgrade_gate --from v1.14.3 --to v1.15.0`: the upgrade acceptance gate.
+"""`karpenter-e2e gate --from v1.14.3 --to v1.15.0`: the upgrade acceptance gate.
 
 0. Performance side by side: the scale case sized by --perf-pods (scenario scale-perf in
    suites/test_scale.py) on FROM and on TO, each on a fresh cluster of that version, both at
@@ -32,6 +32,7 @@ from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.infra import build, kube_releases, releases, versions
 from karpenter_e2e.runners import cluster_dirs
 from karpenter_e2e.runners.children import Child, Children, run_one, sigterm_as_ctrl_c
+from karpenter_e2e.runners.cli import child
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"
@@ -153,7 +154,7 @@ def diff_phase(folder: Path, args, out: Path) -> tuple[int, Path]:
     ``out``; exit 0 when both sides pass and nothing differs beyond what is expected."""
     name = folder.name
     junit = out / f"diff-{name}.xml"
-    cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster", args.cluster,
+    cmd = [*child("check"), str(folder), "--cluster", args.cluster,
            "--cluster-name", f"{args.cluster_name}-diff", "--karpenter-version", args.from_v,
            "--compare-version", args.to_v, "--reports-dir", str(out / "diff"),
            "--junit", str(junit), "--summary", str(out / "diff-summary.md")]
@@ -187,7 +188,7 @@ def pytest_together(runs: list[tuple[list[str], Path]]) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.runners.upgrade_gate", description=__doc__,
+    p = argparse.ArgumentParser(prog="karpenter-e2e gate", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="from_v", required=True)
     p.add_argument("--to", dest="to_v", required=True)
@@ -326,7 +327,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"upgrade gate: {name}: {said}", flush=True)
     print(markdown(v))
     return 0 if v["verdict"] == "pass" else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -114,7 +114,7 @@ def test_sweep_removes_what_karpenter_made_for_a_run_that_died(sim):
         left = tagged_for(sim)
 
         started = time.monotonic()
-        swept = subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters.eks.sweep", "--aws-sim",
+        swept = subprocess.run([sys.executable, "-m", "karpenter_e2e", "sweep", "--aws-sim",
                                 sim.name, "--max-age", "0s"], cwd=ROOT, capture_output=True,
                                text=True, timeout=300)
         took = time.monotonic() - started

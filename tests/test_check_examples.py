@@ -30,7 +30,7 @@ NAME = os.environ.get("KARPENTER_E2E_CHECK_CLUSTER") or f"check-t-{os.getpid()}"
 
 def run_check(folder: Path, reports: Path, *args: str, name: str = NAME,
               keep: bool = True) -> tuple[subprocess.CompletedProcess, dict | None]:
-    cmd = [sys.executable, "-m", "karpenter_e2e.checks", str(folder), "--cluster-name", name,
+    cmd = [sys.executable, "-m", "karpenter_e2e", "check", str(folder), "--cluster-name", name,
            "--reports-dir", str(reports), *(["--keep-cluster"] if keep else []), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
     found = sorted(reports.glob("runs/check-*/check.json"))
@@ -39,11 +39,11 @@ def run_check(folder: Path, reports: Path, *args: str, name: str = NAME,
 
 @pytest.fixture(scope="module")
 def cluster():
-    subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "up", "--reuse", "--cluster-name", NAME],
-                   check=True, capture_output=True, cwd=REPO, timeout=600)
+    subprocess.run([sys.executable, "-m", "karpenter_e2e", "cluster", "up", "--reuse",
+                    "--cluster-name", NAME], check=True, capture_output=True, cwd=REPO, timeout=600)
     yield NAME
-    subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "down", "--cluster-name", NAME],
-                   capture_output=True, cwd=REPO, timeout=300)
+    subprocess.run([sys.executable, "-m", "karpenter_e2e", "cluster", "down",
+                    "--cluster-name", NAME], capture_output=True, cwd=REPO, timeout=300)
     shutil.rmtree(cluster_files.directory(NAME), ignore_errors=True)
 
 

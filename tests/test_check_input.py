@@ -170,8 +170,8 @@ def test_bad_input_exits_2_before_anything_starts(tmp_path):
     name = f"check-badinput-{int(time.time())}"
     d = folder(tmp_path, **{"pool.yaml": POOL, "app.yaml": DEPLOY.replace("NS", "default")})
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.checks", str(d), "--cluster-name", name,
-                           "--reports-dir", str(tmp_path / "reports")],
+    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e", "check", str(d),
+                           "--cluster-name", name, "--reports-dir", str(tmp_path / "reports")],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "bad input, nothing started" in proc.stderr and "pool.yaml (document 0)" in proc.stderr
@@ -192,8 +192,9 @@ def test_karpenter_settings_come_from_expect_yaml(tmp_path):
 
 def test_a_setting_the_release_does_not_read_is_bad_input_before_anything_starts(tmp_path):
     name = f"check-badsetting-{int(time.time())}"
-    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.checks", "examples/workshop-basic",
-                           "--cluster-name", name, "--karpenter-setting", "MIN_VALUE_POLICY=x",
+    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e", "check",
+                           "examples/workshop-basic", "--cluster-name", name,
+                           "--karpenter-setting", "MIN_VALUE_POLICY=x",
                            "--reports-dir", str(tmp_path / "reports")],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2, proc.stderr

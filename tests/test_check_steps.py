@@ -102,7 +102,7 @@ def test_every_mistake_is_named_by_line_and_index_at_once():
 
 def test_the_mistakes_exit_2_before_anything_starts(tmp_path):
     name = f"check-steps-{int(time.time())}"
-    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.checks", str(MISTAKES),
+    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e", "check", str(MISTAKES),
                            "--cluster-name", name, "--reports-dir", str(tmp_path / "r")],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2, proc.stderr

@@ -29,17 +29,17 @@ VERSION = ["--karpenter-version", os.environ["KARPENTER_VERSION"]] \
 
 @pytest.fixture(scope="module")
 def cluster():
-    subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "up", "--reuse",
+    subprocess.run([sys.executable, "-m", "karpenter_e2e", "cluster", "up", "--reuse",
                     "--cluster-name", NAME, *VERSION],
                    check=True, capture_output=True, cwd=REPO, timeout=600)
     yield NAME
-    subprocess.run([sys.executable, "-m", "karpenter_e2e.clusters", "down", "--cluster-name",
+    subprocess.run([sys.executable, "-m", "karpenter_e2e", "cluster", "down", "--cluster-name",
                     NAME], capture_output=True, cwd=REPO, timeout=300)
     shutil.rmtree(cluster_files.directory(NAME), ignore_errors=True)
 
 
 def check(case: str, reports: Path) -> tuple[subprocess.CompletedProcess, dict | None]:
-    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.checks", str(CASES / case),
+    proc = subprocess.run([sys.executable, "-m", "karpenter_e2e", "check", str(CASES / case),
                            "--cluster-name", NAME, "--keep-cluster", "--reports-dir",
                            str(reports), *VERSION],
                           capture_output=True, text=True, cwd=REPO, timeout=600)

@@ -11,7 +11,7 @@ import pytest
 
 from karpenter_e2e.clusters import inputs as inv
 from karpenter_e2e.clusters.mutants import Mutant
-from karpenter_e2e.reports import coverage
+from karpenter_e2e.reports import coverage, pages
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,11 +24,19 @@ def test_docs_coverage_md_is_up_to_date():
 def test_check_says_stale_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "coverage.md"
     out.write_text("old\n")
-    assert coverage.main(["--check", "--out", str(out)]) == 1
+    assert pages.write_or_check(out, coverage.render(), True, "coverage") == 1
     assert out.read_text() == "old\n"
-    assert "stale" in capsys.readouterr().err
-    assert coverage.main(["--out", str(out)]) == 0
-    assert coverage.main(["--check", "--out", str(out)]) == 0
+    assert "stale; run karpenter-e2e pages" in capsys.readouterr().err
+    assert pages.write_or_check(out, coverage.render(), False, "coverage") == 0
+    assert pages.write_or_check(out, coverage.render(), True, "coverage") == 0
+
+
+def test_pages_checks_every_page_and_refuses_an_unknown_one(capsys):
+    assert pages.main(["--check"]) == 0
+    with pytest.raises(SystemExit) as exc:
+        pages.main(["--check", "coverge"])
+    assert exc.value.code == 2
+    assert "the pages: coverage, oracles, scenarios" in capsys.readouterr().err
 
 
 def test_every_covers_id_is_in_the_inventory():

@@ -159,7 +159,7 @@ def test_settings_markers_plan_on_releases_without_the_option_or_gate(version):
     import sys
     from pathlib import Path
     proc = subprocess.run(
-        [sys.executable, "-m", "karpenter_e2e.runners.e2e", "--dry-run", "--",
+        [sys.executable, "-m", "karpenter_e2e", "e2e", "--dry-run", "--",
          "--karpenter-version", version, "--karpenter-scenario",
          "min-values,min-values-best-effort,capacity-buffer"],
         capture_output=True, text=True, timeout=300, cwd=Path(__file__).parent.parent)

@@ -124,7 +124,8 @@ def test_karpenter_exiting_at_start_shows_its_log_tail(make_cluster, monkeypatch
 def test_ctrl_c_during_up_leaves_nothing_behind(tmp_path):
     name = f"lc-int-{os.getpid()}"
     c = LocalCluster(name)
-    proc = subprocess.Popen([sys.executable, "-m", "karpenter_e2e.clusters", "up", "--cluster-name", name],
+    proc = subprocess.Popen([sys.executable, "-m", "karpenter_e2e", "cluster", "up",
+                             "--cluster-name", name],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True,
                             # as a terminal runs it, even when this run ignores SIGINT

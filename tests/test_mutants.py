@@ -147,7 +147,7 @@ def test_bad_input_stops_the_matrix_before_anything_runs(tmp_path):
     for args, message in ((["--mutants", "nope"], "unknown mutant nope"),
                           (["--mutant-dir", str(tmp_path)], "unknown scenario ids no-such-scenario"),
                           (["--mutant-dir", str(tmp_path / "missing")], "no mutant folder")):
-        proc = subprocess.run([sys.executable, "-m", "karpenter_e2e.runners.mutant_matrix", *args], cwd=ROOT,
+        proc = subprocess.run([sys.executable, "-m", "karpenter_e2e", "mutants", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr

@@ -361,9 +361,9 @@ def test_every_oracle_has_a_title_and_the_names_are_unique():
 
 
 def test_the_oracles_page_is_up_to_date():
-    from karpenter_e2e.reports import oracles_page
-    assert oracles_page.main(["--check"]) == 0, \
-        f"docs/oracles.md is stale: run {oracles_page.COMMAND}"
+    from karpenter_e2e.reports import pages
+    assert pages.main(["--check", "oracles"]) == 0, \
+        "docs/oracles.md is stale: run karpenter-e2e pages"
 
 
 def test_a_pod_a_pdb_covers_taken_from_a_draining_node_without_an_eviction_is_a_finding():

@@ -96,6 +96,11 @@ def test_the_wheel_holds_every_package_and_each_imports_from_it(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(site)})
     assert run.returncode == 0, run.stderr[-3000:]
+    # the one command, from the wheel's files: the package run as a module
+    run = subprocess.run([sys.executable, "-m", "karpenter_e2e", "check", "--help"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(site)})
+    assert run.returncode == 0 and run.stdout.startswith("usage: karpenter-e2e check"), run.stderr
 
 
 def test_the_suites_import_the_harness_through_its_one_front_door():

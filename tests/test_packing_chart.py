@@ -11,7 +11,7 @@ import pytest
 
 from karpenter_e2e.checks import diff, report
 from karpenter_e2e.checks.observe import NodeView, PodView, PoolView, Snapshot
-from karpenter_e2e.reports import packing_chart
+from karpenter_e2e.reports import charts, packing_chart
 from karpenter_e2e.reports.packing_chart import prepare
 
 CHECK_JSON = Path(__file__).parent / "data" / "packing-check.json"
@@ -254,17 +254,20 @@ def test_fifty_nodes_make_a_taller_picture_not_a_denser_one(tmp_path):
 
 def test_redrawn_from_a_check_json_on_the_command_line(tmp_path):
     """tests/data/packing-check.json is shop() as check.json holds it; docs/pictures/
-    packing-example.png is drawn from it (python -m karpenter_e2e.reports.packing_chart
+    packing-example.png is drawn from it (karpenter-e2e chart packing
     tests/data/packing-check.json docs/pictures/packing-example.png)."""
     recorded = json.loads(CHECK_JSON.read_text())
     assert recorded == json.loads(json.dumps(result_of(shop())))
-    assert packing_chart.main([str(CHECK_JSON), str(tmp_path / "p.png")]) == 0
+    assert charts.main(["packing", str(CHECK_JSON), str(tmp_path / "p.png")]) == 0
     png_size(tmp_path / "p.png")
     (tmp_path / "sim.json").write_text(json.dumps(result_of(shop(), "aws-sim")))
-    assert packing_chart.main([str(tmp_path / "sim.json"), str(tmp_path / "m.png"),
-                               "memory"]) == 0
+    assert charts.main(["packing", str(tmp_path / "sim.json"), str(tmp_path / "m.png"),
+                        "memory"]) == 0
     png_size(tmp_path / "m.png")
-    assert packing_chart.main([]) == 2
+    assert charts.main(["packing", str(tmp_path / "none.json"), str(tmp_path / "n.png")]) == 2
+    with pytest.raises(SystemExit) as exc:
+        charts.main(["packing"])
+    assert exc.value.code == 2
 
 
 # ---- where check puts it ----------------------------------------------------------------------

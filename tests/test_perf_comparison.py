@@ -195,6 +195,8 @@ def test_compare_command_exit_code_says_whether_all_held(tmp_path, capsys):
     assert "perf: scale_out_s TO/FROM = 2.25 > 1.5 (v1.14.3 20.0 s, v1.15.0 45.0 s)" in out
     assert compare_main([str(a), str(b), "--ratios", "scale_out_s=3"]) == 0
     assert compare_main([str(a), str(tmp_path / "none")]) == 2
+    assert compare_main([str(a), str(b), "--chart", str(tmp_path / "perf.png")]) == 1
+    assert (tmp_path / "perf.png").read_bytes()[:4] == b"\x89PNG"  # the gate's picture too
 
 
 def test_gate_compares_its_two_perf_phases_into_verdict_table_and_picture(tmp_path):

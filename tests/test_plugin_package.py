@@ -31,11 +31,12 @@ def test_the_wheel_holds_the_plugin_its_data_and_the_entry_point(tmp_path):
                  "karpenter_e2e/clusters/local/assets/default-nodeclass.yaml",
                  "karpenter_e2e/clusters/infra/gomod/kubernetes/go.mod",
                  "karpenter_e2e/clusters/infra/assets/ec2-instance-types.txt",
-                 "karpenter_e2e/reports/timeline_chart.py"):
+                 "karpenter_e2e/reports/timeline_chart.py", "karpenter_e2e/__main__.py"):
         assert must in names, f"{must} missing from {wheel.name}"
     assert not [n for n in names if n.split("/")[0] in ("fixtures", "clusters", "reports", "checks")], \
         "top-level packages in the wheel would collide with a project's own"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[pytest11]" in text and "karpenter_e2e = karpenter_e2e.fixtures.pytest_plugin" in text
+    assert "[console_scripts]" in text and "karpenter-e2e = karpenter_e2e.runners.cli:main" in text
 

@@ -24,7 +24,7 @@ from karpenter_e2e.fixtures.timeline import (
     pod_series,
     scale_marks,
 )
-from karpenter_e2e.reports import timeline_chart
+from karpenter_e2e.reports import charts, timeline_chart
 
 T0 = 1_790_000_000.0  # the test's start, wall clock
 DATA = Path(__file__).parent / "data"
@@ -414,6 +414,15 @@ def test_a_recorded_run_renders(tmp_path):
                                  tmp_path / "t.png", inspect=drawn)
     png_size(path)
     assert drawn["lanes"][-1] == "Karpenter\nevents"
+
+
+def test_a_saved_recording_is_drawn_again_on_the_command_line(tmp_path):
+    """`karpenter-e2e chart timeline X.json X.png`: the JSON written beside each picture."""
+    saved = tmp_path / "t.json"
+    saved.write_text(json.dumps(recorded_consolidation_empty().snapshot("passed")))
+    assert timeline_chart.load(saved)["declared"]  # a recording: reduced again, as render takes it
+    assert charts.main(["timeline", str(saved), str(tmp_path / "t.png")]) == 0
+    png_size(tmp_path / "t.png")
 
 
 def test_with_xdist_workers_the_pictures_reach_the_runs_allure_results_too(pytester, tmp_path):

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from karpenter_e2e.clusters.infra.build import cache_dir
+from karpenter_e2e.runners import cli
 
 ACTIONLINT = "github.com/rhysd/actionlint/cmd/actionlint"
 ACTIONLINT_VERSION = "v1.7.12"
@@ -164,10 +165,11 @@ def test_action_yml_is_a_well_formed_composite_action():
     last = steps[-1]
     assert upload["if"] == "always()" and last["if"] == "always()"
     assert steps.index(upload) < len(steps) - 1 and 'exit "$RC"' in last["run"]
-    assert "karpenter-e2e-check " in text and "make " not in text  # no make in between
+    assert "karpenter-e2e check " in text and "make " not in text  # no make in between
 
 
 def test_the_action_installs_a_console_script_that_exists():
     import tomllib
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["karpenter-e2e-check"] == "karpenter_e2e.checks.cli:main"
+    assert scripts["karpenter-e2e"] == "karpenter_e2e.runners.cli:main"
+    assert cli.COMMANDS["check"].module == "checks.cli"

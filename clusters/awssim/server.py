@@ -94,5 +94,7 @@ class _with_endpoint:
         return self.session.client(service, endpoint_url=self.endpoint)
 
 
+# Not a user command: the aws-sim backend starts this module as its fake-AWS process
+# (clusters/awssim/cluster.py, `-m karpenter_e2e.clusters.awssim.server`).
 if __name__ == "__main__":
     sys.exit(main())

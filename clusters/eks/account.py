@@ -127,5 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# Not a user command: the nightly's EKS job runs this module before eksctl makes its
+# cluster (spot-role, check-stack; .github/workflows/nightly.yml).
 if __name__ == "__main__":
     sys.exit(main())

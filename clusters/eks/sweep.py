@@ -5,10 +5,10 @@ and aws-sim mode so do the EC2 instances, launch templates and instance profiles
 made for a harness test (``is_harness_resource``). Age keeps a sweep from touching a run
 still in progress. ``dry_run`` only lists.
 
-    python -m karpenter_e2e.clusters.eks.sweep --kubeconfig K --max-age 3h [--dry-run]
+    karpenter-e2e sweep --kubeconfig K --max-age 3h [--dry-run]
         [--eks-cluster NAME --eks-opt-in NAME --region R]
     # an aws-sim cluster and its fake AWS:
-    python -m karpenter_e2e.clusters.eks.sweep --aws-sim NAME --max-age 0s
+    karpenter-e2e sweep --aws-sim NAME --max-age 0s
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def _aws_sim_target(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters.eks.sweep", description=__doc__,
+    p = argparse.ArgumentParser(prog="karpenter-e2e sweep", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kubeconfig", type=Path, default=None,
                    help="the cluster's kubeconfig (required unless --aws-sim)")
@@ -285,7 +285,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(report.summary())
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -262,5 +262,7 @@ def _boto3_clients(region: str):
     return lambda service: boto3.client(service, region_name=region)
 
 
+# Not a user command: the nightly's EKS job runs this module to tear its cluster down, step
+# by step between helm and eksctl (.github/workflows/nightly.yml).
 if __name__ == "__main__":
     sys.exit(main())
