@@ -13,6 +13,7 @@ from --vars, --var-from-env and --var (later over earlier), after kustomize; CLU
 the cluster's name. A placeholder left unfilled is warned about, not emptied. expect.yaml's
 steps: (apply, settle, scale, patch, wait, expect) run in order once the folder has settled,
 each step's outcome and duration in the report; with --base, each side runs its own.
+--karpenter-setting and --catalogue go over expect.yaml's karpenter: and catalogue:.
 
 Exit codes:
   0  settled, and every expectation held (with --base: the head's)
@@ -38,7 +39,7 @@ import logging
 import sys
 from pathlib import Path
 
-from karpenter_e2e.checks import baseline, diff, manifests, report, variables
+from karpenter_e2e.checks import MODES, baseline, diff, manifests, report, variables
 from karpenter_e2e.checks.baseline import Base, BaseError
 from karpenter_e2e.checks.expectations import ExpectError
 from karpenter_e2e.checks.manifests import ManifestError
@@ -46,8 +47,8 @@ from karpenter_e2e.checks.run import Check, Plan, load_folder, plan, run_pair
 from karpenter_e2e.checks.variables import Variables, VariablesError
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.flags import adder
 
-MODES = ("local", "aws-sim")
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -89,32 +90,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
                    help="one variable (repeatable), over --vars and --var-from-env; one no "
                         "manifest uses is warned about")
-    p.add_argument("--cluster", default="local", choices=MODES,
-                   help="local (KWOK provider, EC2NodeClass mapped to KWOKNodeClass) or aws-sim "
-                        "(the real AWS provider against a fake AWS; EC2NodeClass as written)")
-    p.add_argument("--cluster-name", default="karpenter-check",
-                   help="the cluster's name (its run directory); distinct per concurrent check")
-    p.add_argument("--karpenter-version", default=None,
-                   help="Karpenter version (default: the mode's pinned one)")
-    p.add_argument("--kubernetes-version", default=None, metavar="MINOR",
-                   help="local and aws-sim: the control plane's Kubernetes, a minor (1.30) or a "
-                        "release (v1.30.14) inside the release's range (default: the newest "
-                        "served minor inside it; with --compare-version, both releases run on "
-                        "it, so it must be inside both ranges; docs/versions.md)")
+    # The cluster options, as the suites and the clusters command declare them. Check's own
+    # defaults: a cluster name of its own (never the suites' cluster); None for the version
+    # (the mode's pinned release, the AWS provider's in aws-sim) and for the catalogue
+    # (expect.yaml's catalogue:, else curated), decided once the mode and the plan are known.
+    backends.add_options(adder(p.add_argument), modes=MODES, only=(
+        "cluster", "cluster-name", "karpenter-version", "kubernetes-version", "catalogue",
+        "karpenter-setting"), defaults={"cluster-name": "karpenter-check",
+                                        "karpenter-version": None, "catalogue": None})
     p.add_argument("--compare-version", default=None, metavar="VERSION",
                    help="also check DIR on this Karpenter release (a second cluster, the same "
-                        "Kubernetes release and catalogue) and diff what the two decided "
+                        "Kubernetes release and catalogue; --kubernetes-version must then be "
+                        "inside both releases' ranges) and diff what the two decided "
                         "(docs/differential.md); a suspect difference fails the check")
-    p.add_argument("--karpenter-setting", action="append", default=[], metavar="KEY=VALUE",
-                   help="one of Karpenter's own settings (MIN_VALUES_POLICY=BestEffort, "
-                        "CapacityBuffer=true; repeatable), over expect.yaml's karpenter: block; "
-                        "a key the release does not read is refused, naming those it does")
-    p.add_argument("--catalogue", default=None, metavar="SELECTION",
-                   help="local mode's instance types, over expect.yaml's catalogue: curated "
-                        "(default: the ~84 types the suites name), full (every EC2 type moto "
-                        "knows that the pinned AWS provider's price table prices) or "
-                        "families=c6gd,m5 (the full catalogue's types of those families); any "
-                        "may end in :max-vcpu=N. Spot prices are modelled in every selection")
     p.add_argument("--keep-cluster", action="store_true",
                    help="reuse a running cluster of that name and leave it up (emptied of the "
                         "check's objects) at the end")

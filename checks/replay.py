@@ -489,6 +489,7 @@ def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backe
             r.release(edits)
             watch(window_s, f"Karpenter acting on the replayed state ({window_s:.0f}s window)")
             timeline.stop()
+            timeline.raise_error()  # a recording the oracles cannot trust is no verdict
             assert timeline.recording is not None  # record() made it
             pictures["after"] = _packing(kube, namespaces, out_dir / "packing-after.png",
                                          f"after {window_s:.0f}s · {folder.name}")

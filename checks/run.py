@@ -253,6 +253,7 @@ class Check:
                 settled, settle_error = False, ran.settle_error
             self._step_timings(ran)
         timeline.stop()
+        timeline.raise_error()  # a recording the oracles cannot trust is no verdict
         result = self._result(info, out_snap, ran, results, settled, settle_error, timeline)
         # The oracles judge every check as they judge every scenario (fixtures/oracles/):
         # a broken one fails the check, beside its expectations.

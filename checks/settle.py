@@ -5,7 +5,8 @@ points and are bounded by the harness's Timeouts.
   Pending pod carries Karpenter's FailedScheduling event (Karpenter looked at it and could
   not place it); and nothing changed for ``QUIET_S``.
 - After scale-in, or a step that may make Karpenter disrupt (a patch that drifts nodes):
-  the same, but nothing changed for ``DISRUPTION_QUIET_S`` counted from the later of the last
+  the same, but nothing changed for ``SETTLE_MARGIN_S`` (karpenter_clock: a disruption round
+  and a scheduling round, as the it-settles oracle allows) counted from the later of the last
   change and the moment the last NodeClaim could turn Consolidatable (its
   ``lastPodEventTime`` + its pool's consolidateAfter); or no NodeClaim left at all.
 
@@ -14,29 +15,18 @@ One wait (``Settler.settled``) for both.
 
 from __future__ import annotations
 
-import re
 import time
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest, desired_pods
 from karpenter_e2e.checks.observe import not_created, pod_workload
 from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_clock import POD_EVENT_DEDUPE_S
+from karpenter_e2e.clusters.karpenter_clock import POD_EVENT_DEDUPE_S, SETTLE_MARGIN_S, go_duration
 from karpenter_e2e.clusters.kube import CAPACITY_BUFFER, NODECLAIM, NODEPOOL, Kube
 from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
 from karpenter_e2e.clusters.waits import DEFAULTS, Observation, StopWaiting, eventually
 from karpenter_e2e.fixtures.timings import timestamp
 
 QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled
-# Karpenter's disruption poll (10 s) + its command validation (15 s) + 5 s.
-DISRUPTION_QUIET_S = 30
-
-
-def _duration_s(text: str) -> float | None:
-    """'30s', '1m', '1h30m', 'Never' -> seconds (None for Never)."""
-    if text in (None, "", "Never"):
-        return None
-    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
-    return sum(float(n) * units[u] for n, u in re.findall(r"([\d.]+)(ms|h|m|s)", text))
 
 
 class Settler:
@@ -100,14 +90,14 @@ class Settler:
         """The one settle wait: every workload has its pods (or its controller was refused
         them), every CapacityBuffer decided, no NodeClaim launching or deleting, every Pending
         pod decided by Karpenter, and nothing changed for ``QUIET_S``. With ``disruption``,
-        the quiet is Karpenter's disruption quiet instead: ``DISRUPTION_QUIET_S`` counted from
+        the quiet is Karpenter's disruption quiet instead: ``SETTLE_MARGIN_S`` counted from
         the later of the last change, ``POD_EVENT_DEDUPE_S`` after the start and the moment
         the last NodeClaim could turn Consolidatable (or no NodeClaim left). Bounded by the
         provision timeout (``disruption``: the disruption timeout) unless ``timeout`` is
         given; returns the seconds it took."""
         started = time.time()
-        after = {p["metadata"]["name"]: _duration_s(
-            ((p.get("spec") or {}).get("disruption") or {}).get("consolidateAfter", "0s"))
+        after = {p["metadata"]["name"]: go_duration(
+            ((p.get("spec") or {}).get("disruption") or {}).get("consolidateAfter") or "0s")
             for p in self.kube.list(NODEPOOL)} if disruption else {}
 
         def check() -> Observation:
@@ -134,8 +124,8 @@ class Settler:
                 since = max([time.time() - unchanged, started + POD_EVENT_DEDUPE_S, *decidable])
                 quiet = time.time() - since
                 # With no NodeClaim left there is nothing more to disrupt.
-                calm = quiet >= DISRUPTION_QUIET_S or not claims
-                quiet_text = (f"{len(claims)} NodeClaims, {quiet:.0f}s of {DISRUPTION_QUIET_S}s "
+                calm = quiet >= SETTLE_MARGIN_S or not claims
+                quiet_text = (f"{len(claims)} NodeClaims, {quiet:.0f}s of {SETTLE_MARGIN_S}s "
                               "quiet since the last change or consolidateAfter")
             else:
                 calm, quiet_text = unchanged >= QUIET_S, f"quiet for {unchanged:.0f}s"
@@ -147,7 +137,7 @@ class Settler:
 
         if disruption:
             what = ("Karpenter to settle, disruption included (no NodeClaim launching or "
-                    f"deleting, {DISRUPTION_QUIET_S}s quiet after each pool's consolidateAfter)")
+                    f"deleting, {SETTLE_MARGIN_S}s quiet after each pool's consolidateAfter)")
         else:
             what = ("Karpenter to settle after scale-out (every pod Running, or Pending with "
                     "Karpenter's FailedScheduling event; nothing launching)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -17,62 +17,103 @@ from karpenter_e2e.clusters.infra import versions
 MODES = ("local", "aws-sim", "kind", "eks")
 
 
-def add_options(add: Callable[..., Any], flag: Callable[[str], str] = cli_flag) -> None:
-    """Options shared by the CLI and pytest: ``add`` takes an option's short name
-    (flags.adder over argparse's add_argument, flags.plugin_adder over pytest's addoption);
-    ``flag`` names them in the help (pytest: flags.plugin_flag)."""
-    add("cluster", default="local", choices=MODES,
-        help="where the suites run: local (default), aws-sim, kind or eks")
-    add("cluster-name", default="karpenter-e2e",
-        help="local/kind: the cluster's name (its run directory); eks: the EKS cluster name")
-    add("karpenter-version", default=versions.KARPENTER,
-        help=f"Karpenter version (default {versions.KARPENTER}; local and kind: any release "
-             f"the Go module proxy serves from v1.0 on, built on first use; aws-sim: a release "
-             f"of Karpenter's AWS provider whose core the proxy serves)")
-    add("kubernetes-version", default=None,
-        help="local and aws-sim: the control plane's Kubernetes, a minor (1.33, v1.33) or a "
-             "release (v1.33.13) the Go module proxy serves, inside the Karpenter release's "
-             "supported range (default: the newest served minor inside it; docs/versions.md)")
-    add("apiserver-port", type=int, default=None,
-        help="local: kube-apiserver port on 127.0.0.1 (default: a free one)")
-    add("catalogue", default="curated", metavar="SELECTION",
-        help="local/kind: the fake catalogue: curated (default, ~84 types the suites name), "
-             "full (every EC2 type moto knows that the pinned AWS provider's price table "
-             "prices) or families=c6g,m5d (the full catalogue's types of those families); "
-             "any may end in :max-vcpu=N")
-    add("catalogue-without", default=None,
-        help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64")
-    add("karpenter-setting", action="append", default=[], metavar="KEY=VALUE",
-        help="local, aws-sim: one of Karpenter's own settings for the run, an option's environment "
-             "name (MIN_VALUES_POLICY=BestEffort) or a feature gate (CapacityBuffer=true); "
-             "repeatable. A key the release does not read is refused, naming those it does")
-    add("karpenter-patch", default=None, metavar="FILE",
-        help="local/kind/aws-sim: run Karpenter built with this mutant patch (mutants/README.md)")
-    add("kubeconfig", default=None,
-        help="eks: kubeconfig of the cluster under test (local and kind write their own)")
-    add("kube-context", default=None,
-        help="eks: kubeconfig context (default: its current context)")
-    add("eks-opt-in", default=None,
-        help="eks: the cluster's name again, to confirm it may be used (with the "
-             "karpenter-e2e-opt-in ConfigMap in kube-system)")
-    add("region", default=os.environ.get("AWS_REGION", "us-west-2"),
-        help="eks: AWS region")
-    add("node-role", default=None,
-        help="eks: IAM role of Karpenter's nodes (default KarpenterNodeRole-<cluster>)")
-    add("eks-subnet-tag", default=None,
-        help="eks: karpenter.sh/discovery value of the subnets (default: cluster name)")
-    add("eks-security-group-tag", default=None,
-        help="eks: karpenter.sh/discovery value of the security groups (default: cluster name)")
-    add("karpenter-namespace", default=None,
-        help="eks: Karpenter's namespace (default: kube-system, then karpenter)")
-    add("eks-ami", default="al2023@latest",
-        help="eks: EC2NodeClass AMI alias or ami-... id")
-    add("eks-ami-family", default="AL2023",
-        help=f"eks: amiFamily of an {flag('eks-ami')} ami-... id (AL2023, Bottlerocket, ...)")
-    add("interruption-queue", default=None,
-        help="eks: Karpenter's interruption SQS queue name (default: cluster name)")
-    add("kind-image", default=None,
-        help="kind: node image (default: kind's own)")
+# What each mode is, for --cluster's help (a command lists the modes it runs).
+MODE_HELP = {"local": "Karpenter's KWOK provider on a control plane of local processes",
+             "aws-sim": "Karpenter's AWS provider against a fake AWS",
+             "kind": "Karpenter's KWOK provider in a kind cluster",
+             "eks": "a real EKS cluster, opted in"}
+
+
+def add_options(add: Callable[..., Any], flag: Callable[[str], str] = cli_flag, *,
+                only: Collection[str] | None = None, modes: tuple[str, ...] = MODES,
+                defaults: Mapping[str, Any] | None = None) -> None:
+    """The cluster options, declared once for every command that takes them: ``add`` takes
+    an option's short name (flags.adder over argparse's add_argument, flags.plugin_adder over
+    pytest's addoption); ``flag`` names them in the help (pytest: flags.plugin_flag). A
+    command registers ``only`` those it reads, ``modes`` are the --cluster choices it runs,
+    and ``defaults`` (by short name) are its own where they differ, each said why there."""
+    declared = _declared(flag, modes)
+    defaults = defaults or {}
+    unknown = (set(only or ()) | set(defaults)) - set(declared)
+    if unknown:
+        raise ValueError(f"no such cluster option: {', '.join(sorted(unknown))}")
+    for name, kwargs in declared.items():
+        if only is None or name in only:
+            add(name, **{**kwargs, **({"default": defaults[name]} if name in defaults else {})})
+
+
+def _declared(flag: Callable[[str], str], modes: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Each option's add_argument keywords, by short name, in --help's order."""
+    return {
+        "cluster": dict(default="local", choices=modes, help="where the cluster runs (default "
+                        "local): " + "; ".join(f"{m} ({MODE_HELP[m]})" for m in modes)),
+        "cluster-name": dict(
+            default="karpenter-e2e",
+            help="the cluster's name (local, aws-sim, kind: its run directory, one per concurrent "
+                 "run; eks: the EKS cluster's name)"),
+        "karpenter-version": dict(
+            default=versions.KARPENTER,
+            help=f"Karpenter version (default {versions.KARPENTER}; local and kind: any release "
+                 f"the Go module proxy serves from v1.0 on, built on first use; aws-sim: a "
+                 f"release of Karpenter's AWS provider whose core the proxy serves)"),
+        "kubernetes-version": dict(
+            default=None,
+            help="local and aws-sim: the control plane's Kubernetes, a minor (1.33, v1.33) or a "
+                 "release (v1.33.13) the Go module proxy serves, inside the Karpenter release's "
+                 "supported range (default: the newest served minor inside it; docs/versions.md)"),
+        "apiserver-port": dict(
+            type=int, default=None,
+            help="local: kube-apiserver port on 127.0.0.1 (default: a free one)"),
+        "catalogue": dict(
+            default="curated", metavar="SELECTION",
+            help="local/kind: the fake catalogue: curated (default, ~84 types the suites name), "
+                 "full (every EC2 type moto knows that the pinned AWS provider's price table "
+                 "prices) or families=c6g,m5d (the full catalogue's types of those families); "
+                 "any may end in :max-vcpu=N. Spot prices are modelled in every selection"),
+        "catalogue-without": dict(
+            default=None,
+            help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64"),
+        "karpenter-setting": dict(
+            action="append", default=[], metavar="KEY=VALUE",
+            help="local, aws-sim: one of Karpenter's own settings for the run, an option's "
+                 "environment name (MIN_VALUES_POLICY=BestEffort) or a feature gate "
+                 "(CapacityBuffer=true); repeatable. A key the release does not read is "
+                 "refused, naming those it does"),
+        "karpenter-patch": dict(
+            default=None, metavar="FILE",
+            help="local/kind/aws-sim: run Karpenter built with this mutant patch "
+                 "(mutants/README.md)"),
+        "kubeconfig": dict(
+            default=None,
+            help="eks: kubeconfig of the cluster under test (local and kind write their own)"),
+        "kube-context": dict(
+            default=None, help="eks: kubeconfig context (default: its current context)"),
+        "eks-opt-in": dict(
+            default=None,
+            help="eks: the cluster's name again, to confirm it may be used (with the "
+                 "karpenter-e2e-opt-in ConfigMap in kube-system)"),
+        "region": dict(default=os.environ.get("AWS_REGION", "us-west-2"), help="eks: AWS region"),
+        "node-role": dict(
+            default=None,
+            help="eks: IAM role of Karpenter's nodes (default KarpenterNodeRole-<cluster>)"),
+        "eks-subnet-tag": dict(
+            default=None,
+            help="eks: karpenter.sh/discovery value of the subnets (default: cluster name)"),
+        "eks-security-group-tag": dict(
+            default=None,
+            help="eks: karpenter.sh/discovery value of the security groups (default: cluster "
+                 "name)"),
+        "karpenter-namespace": dict(
+            default=None, help="eks: Karpenter's namespace (default: kube-system, then karpenter)"),
+        "eks-ami": dict(default="al2023@latest", help="eks: EC2NodeClass AMI alias or ami-... id"),
+        "eks-ami-family": dict(
+            default="AL2023",
+            help=f"eks: amiFamily of an {flag('eks-ami')} ami-... id (AL2023, Bottlerocket, ...)"),
+        "interruption-queue": dict(
+            default=None,
+            help="eks: Karpenter's interruption SQS queue name (default: cluster name)"),
+        "kind-image": dict(default=None, help="kind: node image (default: kind's own)"),
+    }
 
 
 @dataclass(frozen=True)

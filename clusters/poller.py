@@ -4,9 +4,9 @@ sampler run on.
 ``Poller(tick, interval)`` calls ``tick()`` every ``interval`` seconds on a daemon thread from
 ``start()`` to ``stop()``; ``tick`` returning True ends it (e.g. a violation was seen). What a
 tick raises is sorted the way the waits sort it: ``skip(exc)`` (a 404 or 409 a tainter expects)
-is no error at all; a transient API error (waits.transient) is ridden out while no more than
-``transient_budget`` come in a row; anything else, or one transient error too many, ends the
-thread and is kept in ``error`` for the caller to raise, with its traceback, in its own thread.
+is no error at all; a transient API error is ridden out by the one rule (waits.TransientRun);
+anything else, or a transient error past the rule's grace, ends the thread and is kept in
+``error`` for the caller to raise, with its traceback, in its own thread.
 """
 
 from __future__ import annotations
@@ -14,37 +14,34 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from karpenter_e2e.clusters.waits import transient
+from karpenter_e2e.clusters.waits import TransientRun
 
 
 class Poller:
     def __init__(self, tick: Callable[[], bool | None], interval: float, *, name: str,
-                 transient_budget: int = 1, skip: Callable[[BaseException], bool] = lambda _e: False,
-                 wait_first: bool = False):
+                 skip: Callable[[BaseException], bool] = lambda _e: False, wait_first: bool = False):
         self.tick, self.interval, self.name = tick, interval, name
-        self.transient_budget, self.skip, self.wait_first = transient_budget, skip, wait_first
+        self.skip, self.wait_first = skip, wait_first
         self.ticks = 0  # ticks that returned (raised nothing)
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def _run(self) -> None:
-        errors_in_a_row = 0
+        errors = TransientRun()
         if self.wait_first and self._stop.wait(self.interval):
             return
         while not self._stop.is_set():
             try:
                 done = self.tick()
                 self.ticks += 1
-                errors_in_a_row = 0
+                errors.clear()
                 if done:
                     return
             except Exception as exc:  # noqa: BLE001 - sorted here, raised by the caller
-                if not self.skip(exc):
-                    errors_in_a_row += 1
-                    if not transient(exc) or errors_in_a_row > self.transient_budget:
-                        self.error = exc
-                        return
+                if not self.skip(exc) and not errors.ride_out(exc):
+                    self.error = exc
+                    return
             if self._stop.wait(self.interval):
                 return
 

@@ -24,7 +24,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from karpenter_e2e import checks
 from karpenter_e2e.checks import explore
+from karpenter_e2e.clusters import backends
+from karpenter_e2e.clusters.flags import adder
 from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child
 
@@ -157,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", default=None, help="reproduces the run (default: the time)")
     p.add_argument("--shrink-budget", type=int, default=6,
                    help="most check runs spent shrinking one finding (default 6)")
-    p.add_argument("--cluster", default="local", choices=("local", "aws-sim"))
-    p.add_argument("--kubernetes-version", default=None, metavar="MINOR",
-                   help="every case's control plane (default: FROM's newest served minor)")
+    # Passed to every case's check, as check takes them.
+    backends.add_options(adder(p.add_argument), only=("cluster", "kubernetes-version"),
+                         modes=checks.MODES)
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "explore")
     args = p.parse_args(argv)
     if args.n < 1 or args.shrink_budget < 0:

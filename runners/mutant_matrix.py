@@ -2,9 +2,9 @@
 Karpenters (kill matrix).
 
 For each mutant (``mutants/*.patch`` or ``--mutant-dir``): build karpenter-kwok (``--cluster
-aws-sim``: Karpenter's AWS provider) from the pinned module with the patch applied, bring up
-a cluster of its own running it, run the scenarios its header names, and record killed /
-survived. The unmutated build runs the same
+aws-sim``: Karpenter's AWS provider, its own mutants by default, core ones by name) from the
+pinned module with the patch applied, bring up a cluster of its own running it, run the
+scenarios its header names, and record killed / survived. The unmutated build runs the same
 scenarios in the same matrix run (the control). A mutant is killed by a scenario only when
 that scenario fails on an assertion (not a setup error, a harness exception or a Karpenter
 that stopped) and the control passes it.
@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from karpenter_e2e.clusters import mutants as mutants_mod
+from karpenter_e2e.clusters import backends, mutants as mutants_mod
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.flags import plugin_flag
+from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.infra import build, versions
 from karpenter_e2e.clusters.mutants import Mutant
 from karpenter_e2e.reports import coverage
@@ -462,9 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster-prefix", default="mut-",
                    help="prefix of the clusters' names (<prefix><mutant>): two matrices on one "
                         "machine need different ones, or their controls share a cluster")
-    p.add_argument("--cluster", choices=("local", "aws-sim"), default="local",
-                   help="mode the mutants run in: local (karpenter-kwok) or aws-sim (Karpenter's "
-                        "AWS provider; by default its own mutants, core ones by name)")
+    backends.add_options(adder(p.add_argument), only=("cluster",), modes=("local", "aws-sim"))
     p.add_argument("--out", type=Path, default=REPORTS / "mutants")
     p.add_argument("--alluredir", type=Path, default=REPORTS / "allure-results")
     p.add_argument("pytest_args", nargs="*", default=list(DEFAULT_PYTEST_ARGS),

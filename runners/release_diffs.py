@@ -28,8 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-from karpenter_e2e.clusters import compat
+from karpenter_e2e import checks
+from karpenter_e2e.clusters import backends, compat
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.flags import adder
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child
@@ -172,10 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--explore", type=int, default=0, metavar="N",
                    help="also N generated cases per pair (default 0)")
     p.add_argument("--seed", default="nightly", help="the explore seed's stem (default nightly)")
-    p.add_argument("--cluster", default="local", choices=("local", "aws-sim"))
-    p.add_argument("--kubernetes-version", default=None, metavar="MINOR",
-                   help="every pair's control plane, inside both releases' ranges (default: "
-                        "each pair on its older release's newest served minor)")
+    # Passed to every pair's check, as check takes them (the docstring: which minor by default).
+    backends.add_options(adder(p.add_argument), only=("cluster", "kubernetes-version"),
+                         modes=checks.MODES)
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "release-diffs")
     p.add_argument("--join", nargs="+", type=Path, default=None, metavar="DIR",
                    help="run nothing: join the tables of these runs' --out folders into --out "

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters import backends, compat
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.flags import plugin_flag
+from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.infra import build, kube_releases, releases, versions
 from karpenter_e2e.runners import cluster_dirs
 from karpenter_e2e.runners.children import Child, Children, run_one, sigterm_as_ctrl_c
@@ -192,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="from_v", required=True)
     p.add_argument("--to", dest="to_v", required=True)
-    p.add_argument("--cluster", default="local", choices=backends.MODES)
-    p.add_argument("--cluster-name", default="upgrade-gate")
+    backends.add_options(adder(p.add_argument), only=("cluster", "cluster-name"),
+                         defaults={"cluster-name": "upgrade-gate"})  # never the suites' cluster
     p.add_argument("--window", type=float, default=60.0, help="seconds nothing may be disrupted")
     p.add_argument("-k", dest="select", default="", help="run only these suites (pytest -k)")
     p.add_argument("--workers", type=int, default=2, help="xdist workers for the suites")

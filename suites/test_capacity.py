@@ -7,13 +7,12 @@ from collections import Counter
 import pytest
 
 from karpenter_e2e.fixtures.scenario import (
-    BATCH_MAX_S,
     CAPACITY_TYPE,
+    DISRUPTION_ROUND_S,
     INSTANCE_TYPE,
+    NEXT_BATCH_S,
     NODEPOOL,
-    POLLING_PERIOD_S,
     ROOMY_CPU,
-    VALIDATION_DELAY_S,
     Observation,
     claim_requirement,
     describe_claims,
@@ -166,7 +165,8 @@ def test_capacity_overlay_decides_the_instance_type(nodepool_factory, inflate_fa
 
 PRICE_TYPES = ["c5.large", "m5.large"]  # c5.large is the cheaper of the two by the catalogue
 CHEAPENED = "m5.large"
-OVERLAY_PRICE_BOUND_S = 2 * (POLLING_PERIOD_S + VALIDATION_DELAY_S + 20)  # 0s + validation + a launch, x2
+# consolidateAfter 0s, a disruption round and a launch (20 s), twice
+OVERLAY_PRICE_BOUND_S = 2 * (DISRUPTION_ROUND_S + 20)
 
 
 @pytest.mark.scenario("node-overlay-price")
@@ -221,7 +221,7 @@ def test_price_overlay_changes_karpenters_pick(nodepool_factory, inflate_factory
 
 
 BUFFER_CHUNKS = 3
-BUFFER_HOLD_S = 2 * BATCH_MAX_S  # past two of Karpenter's batches: time for a runaway to show
+BUFFER_HOLD_S = NEXT_BATCH_S  # past two of Karpenter's batches: time for a runaway to show
 
 
 @pytest.mark.scenario("capacity-buffer")

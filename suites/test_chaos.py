@@ -10,10 +10,10 @@ import pytest
 
 from karpenter_e2e.fixtures.scenario import (
     CAPACITY_TYPE,
+    DISRUPTION_ROUND_S,
     MAX_IN_FLIGHT,
     MAX_NODES,
     ROOMY_CPU,
-    ROUND_S,
     TAKE_BACK_GAP_S,
     NodeTainter,
     RunawayMonitor,
@@ -62,7 +62,7 @@ def test_no_runaway_scale_up_when_every_node_is_tainted(nodepool_factory, inflat
                           f"adversary: < max({MAX_NODES}, launch-scaled) nodes, <= "
                           f"{MAX_IN_FLIGHT} launches in flight")
             expect.consistently(monitor.bounded, f"NodePool {pool.name} to hold fewer than "
-                                         f"max({MAX_NODES}, 1.3 x 10 x {ROUND_S}s / launch "
+                                         f"max({MAX_NODES}, 1.3 x 10 x {DISRUPTION_ROUND_S}s / launch "
                                          f"interval) nodes, at most {MAX_IN_FLIGHT} NodeClaims in "
                                          f"flight, and an empty tainted node taken back at "
                                          f"least every {take_back_gap}s", CHAOS_S)

@@ -11,10 +11,9 @@ import time
 import pytest
 
 from karpenter_e2e.fixtures.scenario import (
+    DISRUPTION_ACT_S,
     ONE_PER_NODE,
-    POLLING_PERIOD_S,
     ROOMY_CPU,
-    VALIDATION_DELAY_S,
     Observation,
     step,
     view,
@@ -26,10 +25,10 @@ pytestmark = pytest.mark.disruption_loop
 
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
 EMPTY_AT_ONCE = {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "0s"}
-# Unblocked, an empty node with consolidateAfter 0s is deleted within a disruption poll (10s)
-# plus the 15s command validation; a replacement's first act (a new NodeClaim) comes about as
-# soon (25 s at most). Holding 45 s without either leaves a wide margin.
-HOLD_S = POLLING_PERIOD_S + VALIDATION_DELAY_S + 20
+# Unblocked, an empty node with consolidateAfter 0s is deleted within a disruption round (a
+# poll and the command's validation); a replacement's first act (a new NodeClaim) comes about
+# as soon. Held this long without either, the disruption is blocked.
+HOLD_S = DISRUPTION_ACT_S
 # Once lifted: a poll, the validation, and for replacements a launch and a drain: measured
 # 53-56s for underutilized consolidation (consolidation-underutilized).
 UNBLOCKED_S = 120
@@ -287,9 +286,8 @@ def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, infla
                    termination_grace_period_s=TGP_S)
 
 
-# Unblocked, Karpenter acts within a disruption poll (10s) plus the 15s command validation;
-# 20 s more for a busy 2-core machine: measured 14-27 s (see the README's timings).
-ACT_S = POLLING_PERIOD_S + VALIDATION_DELAY_S + 20
+# Unblocked, Karpenter acts within a disruption round, and what a busy machine adds to it.
+ACT_S = DISRUPTION_ACT_S
 
 
 @pytest.mark.nightly  # the window ends on a minute: 35-95 s of hold, 2-3 min in all

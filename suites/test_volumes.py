@@ -14,6 +14,7 @@ import time
 import pytest
 
 from karpenter_e2e.fixtures.scenario import (
+    NEXT_BATCH_S,
     ZONE,
     Observation,
     claim_requirement,
@@ -26,9 +27,8 @@ from karpenter_e2e.fixtures.scenario import (
 NOBODY = "karpenter-e2e.test/nobody"  # a provisioner no controller serves
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"  # Karpenter reads a claim as bound by it
 # How long pods Karpenter must ignore are watched after its NodeClaim for a pod scaled with
-# them: it batches pending pods for 1 s idle, at most 10 s, so a claim for them would come
-# in the same pass or the next.
-IGNORED_HOLD_S = 20
+# them: a claim for them would come in the same batch or the next.
+IGNORED_HOLD_S = NEXT_BATCH_S
 
 
 def four_zones(cluster) -> tuple[str, str, str, str]:

@@ -212,6 +212,15 @@ def test_stop_and_start_scale_the_deployment_and_restore_its_replicas():
     assert eks.REPLICAS_BEFORE_STOP not in api.deployment.annotations
 
 
+def test_karpenter_not_installed_is_not_running_but_an_api_error_is_the_waits_to_sort():
+    assert not make(FakeApi(configmap={"cluster": NAME}, deployment=False)).karpenter_running()
+    api = FakeApi(configmap={"cluster": NAME})
+    api.deployments = lambda namespace, selector: (_ for _ in ()).throw(
+        ConnectionResetError("reset"))
+    with pytest.raises(ConnectionResetError):  # transient: the wait asking rides it out
+        make(api).karpenter_running()
+
+
 def fake_helm(monkeypatch, api: FakeApi, rolls_out: bool = True) -> list[list[str]]:
     ran: list[list[str]] = []
 

@@ -3,11 +3,14 @@
 import time
 
 import pytest
+from kubernetes.client.rest import ApiException
 
+from karpenter_e2e.clusters import waits
 from karpenter_e2e.clusters.waits import (
     ConsistencyViolated,
     Observation,
     StopWaiting,
+    TransientRun,
     WaitAborted,
     WaitTimeout,
     consistently,
@@ -87,7 +90,6 @@ def test_a_harness_bug_inside_a_wait_fails_at_once_with_its_traceback():
 
 
 def test_api_errors_the_cluster_may_stop_making_are_retried_but_bad_requests_are_not():
-    from kubernetes.client.rest import ApiException
     state = {"n": 0}
 
     def overloaded():
@@ -102,25 +104,51 @@ def test_api_errors_the_cluster_may_stop_making_are_retried_but_bad_requests_are
                    what="api", timeout=30, poll=0.01)
 
 
-def test_consistently_rides_out_one_transient_error_but_not_two_in_a_row():
-    seq = iter([Observation(True, "ok"), ConnectionResetError("reset")]
-               + [Observation(True, "ok")] * 1000)
+def playing(*items):
+    """A check that plays ``items`` in order (an exception is raised), then stays ok."""
+    it = iter(items)
 
     def check():
-        item = next(seq)
-        if isinstance(item, Exception):
+        item = next(it, Observation(True, "ok"))
+        if isinstance(item, BaseException):
             raise item
         return item
+    return check
 
+
+def test_a_run_of_transient_errors_is_ridden_out_for_the_grace_then_is_the_callers(monkeypatch):
+    monkeypatch.setattr(waits, "TRANSIENT_GRACE_S", 0.2)
+    run = TransientRun()
+    assert run.ride_out(ConnectionResetError()) and run.ride_out(ConnectionResetError())
+    time.sleep(0.25)
+    assert not run.ride_out(ConnectionResetError())  # the run began 0.25 s ago
+    run.clear()  # a look that worked: the next error begins a new run
+    assert run.ride_out(ConnectionResetError())
+    assert not run.ride_out(KeyError("status"))  # a harness bug is never ridden out
+
+
+def test_consistently_rides_out_transient_errors_within_the_grace(monkeypatch):
+    monkeypatch.setattr(waits, "TRANSIENT_GRACE_S", 0.5)
+    check = playing(Observation(True, "ok"), *[ConnectionResetError("reset")] * 5)
     assert consistently(check, what="no nodes", duration=0.2, poll=0.01) is None
-    seq2 = iter([Observation(True, "ok"), ConnectionResetError("reset"),
-                 ConnectionResetError("reset again")])
 
-    def check2():
-        item = next(seq2)
-        if isinstance(item, Exception):
-            raise item
-        return item
 
-    with pytest.raises(ConsistencyViolated, match="reset again"):
-        consistently(check2, what="no nodes", duration=5, poll=0.01)
+def test_consistently_fails_with_the_last_error_once_they_outlast_the_grace(monkeypatch):
+    monkeypatch.setattr(waits, "TRANSIENT_GRACE_S", 0.2)
+    errors = [ApiException(status=503, reason=f"try {i}") for i in range(1000)]
+    started = time.monotonic()
+    with pytest.raises(ConsistencyViolated) as err:
+        consistently(playing(Observation(True, "ok"), *errors), what="no nodes", duration=30,
+                     poll=0.01)
+    assert 0.2 <= time.monotonic() - started < 2
+    last = err.value.__cause__
+    assert last in errors and last.reason in err.value.seen
+    assert errors.index(last) > 5  # ridden out until then, at a 0.01 s poll
+
+
+def test_consistently_raises_a_harness_bug_at_once_even_amid_transient_errors():
+    started = time.monotonic()
+    with pytest.raises(KeyError, match="nodeName"):
+        consistently(playing(ConnectionResetError("reset"), KeyError("nodeName")),
+                     what="a field", duration=30, poll=0.01)
+    assert time.monotonic() - started < 1

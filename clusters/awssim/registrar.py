@@ -241,11 +241,15 @@ class Registrar:
             log.warning("deleted node %s: %s", name, why)
 
     def run(self, stop, interval: float = 0.3) -> None:
-        """Sync until ``stop`` (a threading.Event) is set; errors are logged, not fatal."""
+        """Sync until ``stop`` (a threading.Event) is set; errors are logged, not fatal. Not
+        the harness's watch but a part of the cluster it simulates (the cloud controller
+        manager): like any controller it tries again next sync, and it has no test to raise
+        to (it runs in the fake AWS's process; a test sees its failure as nodes that never
+        register, and the log says why)."""
         while not stop.is_set():
             started = time.monotonic()
             try:
                 self.sync()
-            except Exception as exc:  # noqa: BLE001 - keep registering; the log says why
+            except Exception as exc:  # noqa: BLE001 - a controller's loop: see above
                 log.warning("registrar: %s: %s", type(exc).__name__, exc)
             stop.wait(max(0.05, interval - (time.monotonic() - started)))

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tenacity
 from botocore.exceptions import ClientError
 
 from karpenter_e2e.clusters.eks import aws
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.kube import if_found
+from karpenter_e2e.clusters.waits import Observation, WaitTimeout, eventually
 
 log = logging.getLogger(__name__)
 
@@ -60,22 +60,16 @@ class Deadline:
 
 
 def wait_until_none(what: str, remaining: Callable[[], list[str]], deadline: Deadline) -> None:
-    """Poll ``remaining()`` until it is empty, on a wall-clock deadline."""
-    left: list[str] = []
-
-    def look() -> list[str]:
-        left[:] = remaining()
-        if left:
-            log.info("waiting for %s to be gone: %s", what, ", ".join(left[:10]))
-        return left
+    """Poll ``remaining()`` until it is empty, on a wall-clock deadline (the one wait)."""
+    def look() -> Observation:
+        left = remaining()
+        return Observation(not left, ", ".join(left))
 
     try:
-        tenacity.Retrying(stop=tenacity.stop_after_delay(deadline.timeout),
-                          wait=tenacity.wait_fixed(deadline.poll),
-                          retry=tenacity.retry_if_result(bool), reraise=True)(look)
-    except tenacity.RetryError:
+        eventually(look, what=f"no {what}", timeout=deadline.timeout, poll=deadline.poll)
+    except WaitTimeout as exc:
         raise TeardownError(f"expected no {what} after {deadline.timeout:.0f}s; still there: "
-                            f"{', '.join(left)}") from None
+                            f"{exc.seen}") from None
 
 
 # ---- before Karpenter goes ---------------------------------------------------------------------
