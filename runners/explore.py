@@ -2,7 +2,7 @@
 (checks/explore.py), each checked on FROM (and TO), judged by the oracles and, with TO, by
 the diff of what the two releases decided (docs/differential.md).
 
-    karpenter-e2e explore --from V [--to V] [--n N] [--seed S]
+    karpenter-e2e explore --from V [--to V] [--n N] [--seed S] [--jobs J]
         [--shrink-budget K] [--cluster local|aws-sim] [--out reports/explore]
 
 A case whose run finds something (an oracle failing on either release, a suspect
@@ -11,16 +11,20 @@ is still found, at most --shrink-budget runs; the smallest is written as a `chec
 with the command that reproduces it. The seed reproduces every case. A case `check` refuses
 (exit 2) is a generator defect and stops the run; a cluster that cannot be brought up
 (exit 3) is reported and the run goes on. The table is written to OUT/SEED/explore.md as each
-case ends.
+case ends. With --jobs J, J cases run at once, each on clusters of its own (explore-0,
+explore-1, ...): a case spends most of its time waiting on Karpenter's clock (batches,
+consolidateAfter, the settle window), not on the CPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import queue
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +32,7 @@ from karpenter_e2e import checks
 from karpenter_e2e.checks import explore
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.flags import adder
-from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
+from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +63,23 @@ class Outcome:
         return "; ".join(parts) or ("clean" if self.code in (0, 1) else f"no verdict (exit {self.code})")
 
 
+@dataclass(frozen=True)
+class Lane:
+    """Where a case's checks run: a cluster name of its own (cases run --jobs at a time), and
+    the children a Ctrl-C stops."""
+
+    cluster: str = "explore"
+    children: Children = field(default_factory=Children)
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM stopped the run: no further check starts."""
+
+
+class GeneratorDefect(Exception):
+    """check refused a generated case (exit 2): the generator wrote something invalid."""
+
+
 def field_of(difference: str) -> str:
     """The decision record field a suspect difference ("field key: a -> b") is about."""
     return difference.split(":")[0].split(" ")[0]
@@ -86,19 +107,20 @@ def read_outcome(code: int, reports: Path) -> Outcome:
                                    if d["status"] == "suspect"], str(reports))
 
 
-def run_case(case: explore.Case, folder: Path, args) -> Outcome:
+def run_case(case: explore.Case, folder: Path, args, lane: Lane) -> Outcome:
     """The case on FROM and TO; when they differ, TO against itself too: a field that also
     varies between two runs of TO is that workload's noise, not the release's."""
-    got = _check(case, folder, args, args.from_v)
+    got = _check(case, folder, args, args.from_v, lane)
     if args.to_v and got.suspect and got.code != EXIT_BAD_INPUT:
-        floor = _check(None, folder, args, args.to_v, reports=folder.with_name(folder.name + ".floor"))
+        floor = _check(None, folder, args, args.to_v, lane,
+                       reports=folder.with_name(folder.name + ".floor"))
         varies = {field_of(s) for s in floor.suspect}
         got.noise = [s for s in got.suspect if field_of(s) in varies]
         got.suspect = [s for s in got.suspect if s not in got.noise]
     return got
 
 
-def _check(case: explore.Case | None, folder: Path, args, first: str,
+def _check(case: explore.Case | None, folder: Path, args, first: str, lane: Lane,
            reports: Path | None = None) -> Outcome:
     """``check`` on the case's folder (manifests only: check reads every YAML file under it),
     its reports and log beside it in FOLDER.reports/, as the person reproducing it would run it."""
@@ -108,9 +130,11 @@ def _check(case: explore.Case | None, folder: Path, args, first: str,
             shutil.rmtree(old)
     if case is not None:
         explore.write(case, folder)
-    cmd = reproduce(folder, args, first, reports)
+    cmd = reproduce(folder, args, first, reports, lane.cluster)
     print("$", " ".join(cmd), flush=True)
-    code = run_one(Child(reports.name, cmd, reports / "check.log", cwd=ROOT))
+    code = lane.children.run(Child(reports.name, cmd, reports / "check.log", cwd=ROOT))
+    if code is None:
+        raise Interrupted
     return read_outcome(code, reports)
 
 
@@ -118,16 +142,18 @@ def reports_of(folder: Path) -> Path:
     return folder.with_name(folder.name + ".reports")
 
 
-def reproduce(folder: Path, args, first: str | None = None, reports: Path | None = None) -> list[str]:
+def reproduce(folder: Path, args, first: str | None = None, reports: Path | None = None,
+              cluster: str = "explore") -> list[str]:
     cmd = [*child("check"), str(folder), "--cluster", args.cluster,
-           "--cluster-name", "explore", "--karpenter-version", first or args.from_v,
+           "--cluster-name", cluster, "--karpenter-version", first or args.from_v,
            "--reports-dir", str(reports or reports_of(folder))]
     kube = args.kubernetes_version
     return cmd + (["--kubernetes-version", kube] if kube else []) + \
         (["--compare-version", args.to_v] if args.to_v else [])
 
 
-def shrink(case: explore.Case, found: Outcome, folder: Path, args) -> tuple[explore.Case, int]:
+def shrink(case: explore.Case, found: Outcome, folder: Path, args,
+           lane: Lane) -> tuple[explore.Case, int]:
     """The smallest case still finding what ``found`` found, within the budget; and the runs
     it took."""
     want, runs = found.signature, 0
@@ -138,10 +164,9 @@ def shrink(case: explore.Case, found: Outcome, folder: Path, args) -> tuple[expl
             if runs >= args.shrink_budget:
                 break
             runs += 1
-            got = run_case(candidate, folder.parent / f"shrink-{runs}", args)
+            got = run_case(candidate, folder.parent / f"shrink-{runs}", args, lane)
             if got.code == EXIT_BAD_INPUT:
-                raise SystemExit(f"explore: check refused a shrunk case ({folder.parent}/shrink-{runs}): "
-                                 "a generator defect")
+                raise GeneratorDefect(f"check refused a shrunk case ({folder.parent}/shrink-{runs})")
             if got.signature & want:
                 print(f"explore: shrunk ({candidate.size} < {case.size}): {candidate.describe()}",
                       flush=True)
@@ -163,38 +188,67 @@ def main(argv: list[str] | None = None) -> int:
     # Passed to every case's check, as check takes them.
     backends.add_options(adder(p.add_argument), only=("cluster", "kubernetes-version"),
                          modes=checks.MODES)
+    p.add_argument("--jobs", type=int, default=1,
+                   help="cases run at once, each on clusters of its own (default 1)")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "explore")
     args = p.parse_args(argv)
-    if args.n < 1 or args.shrink_budget < 0:
-        print("explore: --n must be 1 or more, --shrink-budget 0 or more", file=sys.stderr)
+    if args.n < 1 or args.shrink_budget < 0 or args.jobs < 1:
+        print("explore: --n and --jobs must be 1 or more, --shrink-budget 0 or more",
+              file=sys.stderr)
         return 2
     seed = args.seed or time.strftime("%Y%m%d%H%M%S")
     out = args.out / seed
     out.mkdir(parents=True, exist_ok=True)
     sigterm_as_ctrl_c()
-    rows, found_any = [], False
-    for i in range(args.n):
-        case = explore.generate(seed, i)
-        print(f"explore: case {i} (seed {seed}): {case.describe()}", flush=True)
-        started = time.monotonic()
-        got = run_case(case, out / f"case-{i}" / "case", args)
-        if got.code == EXIT_BAD_INPUT:
-            print(f"explore: check refused case {i} ({out}/case-{i}/case.reports/check.log): a generator "
-                  "defect", file=sys.stderr)
+    children = Children()
+    lanes: queue.Queue[Lane] = queue.Queue()
+    for k in range(args.jobs):
+        lanes.put(Lane("explore" if args.jobs == 1 else f"explore-{k}", children))
+
+    def one(i: int) -> tuple:
+        lane = lanes.get()
+        try:
+            return explore_case(seed, i, out, args, lane)
+        finally:
+            lanes.put(lane)
+
+    rows: list[tuple] = []
+    with children.stopped_by_signals("explore"), ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(one, i) for i in range(args.n)]
+        try:
+            for done in as_completed(futures):
+                rows = sorted([*rows, done.result()])
+                _write_table(out, seed, args, rows)
+        except (GeneratorDefect, Interrupted) as exc:
+            children.interrupt()
+            for f in futures:
+                f.cancel()
+            if isinstance(exc, Interrupted):
+                print("explore: interrupted; the table holds the cases that ended", file=sys.stderr)
+                return 130
+            print(f"explore: {exc}: a generator defect", file=sys.stderr)
             return 2
-        minimal, runs = "", 0
-        if got.signature:
-            found_any = True
-            small, runs = shrink(case, got, out / f"case-{i}" / "case", args)
-            folder = explore.write(small, out / f"case-{i}" / "minimal")
-            (folder / "README.md").write_text(
-                f"# explore {seed}, case {i}: {got.said()}\n\n{small.describe()}\n\n"
-                f"Reproduce:\n\n    {' '.join(reproduce(folder, args)[1:])}\n")
-            minimal = str(folder)
-        rows.append((i, case.describe(), got.said(), minimal, runs, time.monotonic() - started))
-        _write_table(out, seed, args, rows)
     print((out / "explore.md").read_text())
-    return 1 if found_any else 0
+    return 1 if any(minimal for _, _, _, minimal, _, _ in rows) else 0
+
+
+def explore_case(seed: str, i: int, out: Path, args, lane: Lane) -> tuple:
+    """Case ``i``: run, and shrunk if it found something; its row of the table."""
+    case = explore.generate(seed, i)
+    print(f"explore: case {i} (seed {seed}, {lane.cluster}): {case.describe()}", flush=True)
+    started = time.monotonic()
+    got = run_case(case, out / f"case-{i}" / "case", args, lane)
+    if got.code == EXIT_BAD_INPUT:
+        raise GeneratorDefect(f"check refused case {i} ({out}/case-{i}/case.reports/check.log)")
+    minimal, runs = "", 0
+    if got.signature:
+        small, runs = shrink(case, got, out / f"case-{i}" / "case", args, lane)
+        folder = explore.write(small, out / f"case-{i}" / "minimal")
+        (folder / "README.md").write_text(
+            f"# explore {seed}, case {i}: {got.said()}\n\n{small.describe()}\n\n"
+            f"Reproduce:\n\n    {' '.join(reproduce(folder, args)[1:])}\n")
+        minimal = str(folder)
+    return (i, case.describe(), got.said(), minimal, runs, time.monotonic() - started)
 
 
 def _write_table(out: Path, seed: str, args, rows) -> None:

@@ -141,7 +141,7 @@ def test_a_difference_that_to_shows_against_itself_is_noise_not_a_finding(monkey
     import argparse
     calls = []
 
-    def fake(case, folder, args, first, reports=None):
+    def fake(case, folder, args, first, lane, reports=None):
         calls.append(first)
         if first == "v1.14.3":  # FROM against TO
             return runner.Outcome(1, suspect=["instance_types m5.large: 1 -> None",
@@ -149,8 +149,40 @@ def test_a_difference_that_to_shows_against_itself_is_noise_not_a_finding(monkey
         return runner.Outcome(1, suspect=["instance_types m6a.xlarge: None -> 1"])  # TO twice
     monkeypatch.setattr(runner, "_check", fake)
     args = argparse.Namespace(cluster="local", from_v="v1.14.3", to_v="v1.15.0")
-    got = runner.run_case(explore.generate(SEED, 0), tmp_path / "case", args)
+    got = runner.run_case(explore.generate(SEED, 0), tmp_path / "case", args, runner.Lane())
     assert calls == ["v1.14.3", "v1.15.0"]
     assert got.suspect == ["rounds: 1 -> 2"] and got.signature == {"differs rounds"}
     assert got.noise == ["instance_types m5.large: 1 -> None"]
     assert "within TO's own variation: instance_types" in got.said()
+
+
+def test_jobs_run_cases_at_once_each_on_its_own_clusters(monkeypatch, tmp_path):
+    """--jobs 2: every case's check names one of two clusters, never one another case holds
+    at the time; the table lists every case in order, whatever order they ended in."""
+    import threading
+    holding: set[str] = set()
+    lock = threading.Lock()
+    seen = []
+
+    def fake(case, folder, args, first, lane, reports=None):
+        with lock:
+            assert lane.cluster not in holding
+            holding.add(lane.cluster)
+            seen.append(lane.cluster)
+        threading.Event().wait(0.05)  # the case's run, long enough for the other lane to start
+        with lock:
+            holding.discard(lane.cluster)
+        return runner.Outcome(0)
+    monkeypatch.setattr(runner, "_check", fake)
+    code = runner.main(["--from", "v1.15.0", "--n", "4", "--jobs", "2", "--seed", "t",
+                        "--out", str(tmp_path)])
+    assert code == 0
+    assert set(seen) == {"explore-0", "explore-1"} and len(seen) == 4
+    table = json.loads((tmp_path / "t" / "explore.json").read_text())
+    assert [c["case"] for c in table["cases"]] == [0, 1, 2, 3]
+
+
+def test_a_refused_case_stops_every_lane_as_a_generator_defect(monkeypatch, tmp_path):
+    monkeypatch.setattr(runner, "_check", lambda *a, **k: runner.Outcome(runner.EXIT_BAD_INPUT))
+    assert runner.main(["--from", "v1.15.0", "--n", "3", "--jobs", "2", "--seed", "t",
+                        "--out", str(tmp_path)]) == 2
