@@ -16,9 +16,9 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from karpenter_e2e.checks.manifests import NODECLASSES, WORKLOADS, Manifest, ManifestError
-from karpenter_e2e.clusters.kube import NODECLAIM, Kube, api_message, if_found
-from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
-from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
+from karpenter_e2e.clusters.api.kube import NODECLAIM, Kube, api_message, if_found
+from karpenter_e2e.clusters.api.labels import NODEPOOL as NODEPOOL_LABEL
+from karpenter_e2e.clusters.api.waits import DEFAULTS, Observation, eventually
 
 log = logging.getLogger("karpenter_e2e.check")
 

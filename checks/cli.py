@@ -241,7 +241,7 @@ def _main(args, base: Base | None) -> int:
 def _replay(args) -> int:
     """check --snapshot DIR: the snapshot rebuilt, verified and left to Karpenter."""
     from karpenter_e2e.checks import change, replay, snapshot
-    from karpenter_e2e.clusters.karpenter_clock import go_duration
+    from karpenter_e2e.clusters.karpenter.clock import go_duration
     if args.folder is not None or args.snapshot is None:
         return _bad_input(args, "give one of: a folder of manifests, or --snapshot DIR")
     if not (args.snapshot / "snapshot.yaml").is_file():
@@ -279,7 +279,7 @@ def _replay(args) -> int:
 
 
 def _snapshot_window(args) -> float:
-    from karpenter_e2e.clusters.karpenter_clock import go_duration
+    from karpenter_e2e.clusters.karpenter.clock import go_duration
     return (go_duration(args.snapshot_window) or 0.0) if args.snapshot_window else 0.0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters.objects import PAUSE_IMAGE
+from karpenter_e2e.clusters.api.objects import PAUSE_IMAGE
 
 NAMESPACE = "explore"
 CASE_LABEL = "explore.karpenter-e2e/case"

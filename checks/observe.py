@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from kubernetes import client
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest, desired_pods
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kind, Kube, if_found
-from karpenter_e2e.clusters.labels import (
+from karpenter_e2e.clusters.api import objects as view
+from karpenter_e2e.clusters.api.kube import NODECLAIM, NODEPOOL, Kind, Kube, if_found
+from karpenter_e2e.clusters.api.labels import (
     CAPACITY_TYPE,
     CATEGORY,
     FAMILY,

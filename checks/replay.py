@@ -37,18 +37,18 @@ from kubernetes.dynamic.exceptions import ConflictError
 
 from karpenter_e2e.checks import change, snapshot
 from karpenter_e2e.checks.report import write_comparison
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_clock import BATCH_MAX_S
-from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kube
-from karpenter_e2e.clusters.labels import (
+from karpenter_e2e.clusters.api import objects as view
+from karpenter_e2e.clusters.api.kube import NODECLAIM, NODEPOOL, Kube
+from karpenter_e2e.clusters.api.labels import (
     CAPACITY_TYPE,
     INSTANCE_TYPE,
     NODEPOOL as POOL,
     PRICE,
     ZONE,
 )
-from karpenter_e2e.clusters.objects import PAUSE_IMAGE
-from karpenter_e2e.clusters.waits import Observation, WaitTimeout, eventually
+from karpenter_e2e.clusters.api.objects import PAUSE_IMAGE
+from karpenter_e2e.clusters.api.waits import Observation, WaitTimeout, eventually
+from karpenter_e2e.clusters.karpenter.clock import BATCH_MAX_S
 from karpenter_e2e.fixtures import decisions, oracles
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline

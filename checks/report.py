@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from karpenter_e2e.checks.observe import Snapshot, pool_summary, workload_summary
-from karpenter_e2e.clusters import karpenter_settings as ksettings
+from karpenter_e2e.clusters.karpenter import settings as ksettings
 
 
 def summarise(snap: Snapshot) -> dict:

@@ -31,10 +31,10 @@ from karpenter_e2e.checks.expectations import ExpectFile
 from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.checks.steps import Step
 from karpenter_e2e.checks.variables import Variables
+from karpenter_e2e.clusters.api.kube import NODEPOOL, Kind, Kube
+from karpenter_e2e.clusters.api.waits import WaitTimeout
 from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.kube import NODEPOOL, Kind, Kube
-from karpenter_e2e.clusters.waits import WaitTimeout
 from karpenter_e2e.fixtures import decisions, oracles
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines

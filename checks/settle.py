@@ -5,9 +5,9 @@ points and are bounded by the harness's Timeouts.
   Pending pod carries Karpenter's FailedScheduling event (Karpenter looked at it and could
   not place it); and nothing changed for ``QUIET_S``.
 - After scale-in, or a step that may make Karpenter disrupt (a patch that drifts nodes):
-  the same, but nothing changed for ``SETTLE_MARGIN_S`` (karpenter_clock: a disruption round
-  and a scheduling round, as the it-settles oracle allows) counted from the later of the last
-  change and the moment the last NodeClaim could turn Consolidatable (its
+  the same, but nothing changed for ``SETTLE_MARGIN_S`` (clusters.karpenter.clock: a
+  disruption round and a scheduling round, as the it-settles oracle allows) counted from the
+  later of the last change and the moment the last NodeClaim could turn Consolidatable (its
   ``lastPodEventTime`` + its pool's consolidateAfter); or no NodeClaim left at all.
 
 One wait (``Settler.settled``) for both.
@@ -19,11 +19,11 @@ import time
 
 from karpenter_e2e.checks.manifests import Bundle, Manifest, desired_pods
 from karpenter_e2e.checks.observe import not_created, pod_workload
-from karpenter_e2e.clusters import objects as view
-from karpenter_e2e.clusters.karpenter_clock import POD_EVENT_DEDUPE_S, SETTLE_MARGIN_S, go_duration
-from karpenter_e2e.clusters.kube import CAPACITY_BUFFER, NODECLAIM, NODEPOOL, Kube
-from karpenter_e2e.clusters.labels import NODEPOOL as NODEPOOL_LABEL
-from karpenter_e2e.clusters.waits import DEFAULTS, Observation, StopWaiting, eventually
+from karpenter_e2e.clusters.api import objects as view
+from karpenter_e2e.clusters.api.kube import CAPACITY_BUFFER, NODECLAIM, NODEPOOL, Kube
+from karpenter_e2e.clusters.api.labels import NODEPOOL as NODEPOOL_LABEL
+from karpenter_e2e.clusters.api.waits import DEFAULTS, Observation, StopWaiting, eventually
+from karpenter_e2e.clusters.karpenter.clock import POD_EVENT_DEDUPE_S, SETTLE_MARGIN_S, go_duration
 from karpenter_e2e.fixtures.timings import timestamp
 
 QUIET_S = 5  # Karpenter batches pending pods for 1-10 s; 5 s with nothing launching is settled

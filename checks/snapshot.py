@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from karpenter_e2e.clusters.kube import NODECLAIM, NODEPOOL, Kind, Kube, if_found
+from karpenter_e2e.clusters.api.kube import NODECLAIM, NODEPOOL, Kind, Kube, if_found
 
 FORMAT = 1
 NODECLASSES = (Kind("karpenter.k8s.aws", "v1", "ec2nodeclasses"),

@@ -47,7 +47,7 @@ from karpenter_e2e.checks.expectations import (
 from karpenter_e2e.checks.manifests import Bundle, Manifest, ManifestError
 from karpenter_e2e.checks.observe import Snapshot
 from karpenter_e2e.checks.variables import Variables
-from karpenter_e2e.clusters.waits import DEFAULTS, WaitTimeout
+from karpenter_e2e.clusters.api.waits import DEFAULTS, WaitTimeout
 
 KINDS = ("apply", "settle", "scale", "patch", "wait", "expect")
 SETTLE_FOR = ("disruption", "provisioning")

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from karpenter_e2e.clusters import karpenter_settings
 from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import cli_flag
 from karpenter_e2e.clusters.infra import versions
+from karpenter_e2e.clusters.karpenter import settings as ksettings
 
 MODES = ("local", "aws-sim", "kind", "eks")
 
@@ -183,7 +183,7 @@ def _mutant(opts: ClusterOptions, flag: Callable[[str], str]):
     path = opts.karpenter_patch
     if not path:
         return None
-    from karpenter_e2e.clusters import mutants
+    from karpenter_e2e.clusters.karpenter import mutants
     if not Path(path).is_file():
         raise ClusterError(f"{flag('karpenter-patch')} {path}: no such file")
     mutant = mutants.parse(Path(path))
@@ -193,8 +193,8 @@ def _mutant(opts: ClusterOptions, flag: Callable[[str], str]):
     return mutant
 
 
-def release_settings(opts: ClusterOptions) -> karpenter_settings.Known | None:
-    """What the Karpenter release ``opts`` run reads (``karpenter_settings.Known``, from the
+def release_settings(opts: ClusterOptions) -> ksettings.Known | None:
+    """What the Karpenter release ``opts`` run reads (``karpenter.settings.Known``, from the
     release's own options.go; aws-sim: its core's and the provider's), or None where
     Helm's values decide (eks)."""
     if opts.cluster == "aws-sim":
@@ -210,7 +210,7 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
     """The backend ``opts`` choose; ``flag`` names the options in refusals as the caller's
     command line spells them (the plugin passes flags.plugin_flag)."""
     mode = opts.cluster
-    settings = karpenter_settings.parse(opts.karpenter_setting, flag("karpenter-setting"))
+    settings = ksettings.parse(opts.karpenter_setting, flag("karpenter-setting"))
     if mode == "local":
         from karpenter_e2e.clusters.local.cluster import LocalCluster
         return LocalCluster(opts.cluster_name, opts.karpenter_version,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from karpenter_e2e.clusters.mutants import MUTANTS_DIR, load
+from karpenter_e2e.clusters.karpenter.mutants import MUTANTS_DIR, load
 from karpenter_e2e.reports.coverage import COMMAND, ROOT, SUITES, scan
 
 OUT = ROOT / "docs" / "scenarios.md"

@@ -4,7 +4,7 @@
         [--kubernetes-versions "1.35 1.36"] [--jobs 2] [--reports-dir reports]
         [--cluster-prefix matrix] [-- PYTEST_ARGS...]
 
-A column is a release on its default Kubernetes minor (clusters/compat.py), or, with
+A column is a release on its default Kubernetes minor (clusters/karpenter/compat.py), or, with
 ``--kubernetes-versions``, a release on each minor named (``v1.12.1@1.35``); a combination
 outside the release's supported range is a column of skipped cells that says so.
 
@@ -49,7 +49,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import plugin_flag
 from karpenter_e2e.clusters.infra import (
@@ -59,6 +58,7 @@ from karpenter_e2e.clusters.infra import (
     releases,
     versions as local_versions,
 )
+from karpenter_e2e.clusters.karpenter import compat
 from karpenter_e2e.reports import run_dirs
 from karpenter_e2e.runners import cluster_dirs, collect
 from karpenter_e2e.runners.children import Child, Children

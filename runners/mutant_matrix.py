@@ -30,11 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from karpenter_e2e.clusters import backends, mutants as mutants_mod
+from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.infra import build, versions
-from karpenter_e2e.clusters.mutants import Mutant
+from karpenter_e2e.clusters.karpenter import mutants as mutants_mod
+from karpenter_e2e.clusters.karpenter.mutants import Mutant
 from karpenter_e2e.reports import coverage
 from karpenter_e2e.runners import cluster_dirs, lanes
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c

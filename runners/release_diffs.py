@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 
 from karpenter_e2e import checks
-from karpenter_e2e.clusters import backends, compat
+from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder
+from karpenter_e2e.clusters.karpenter import compat
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child

@@ -4,7 +4,7 @@
 
 Every run's exit code, wall time, pytest closing line, failed tests, the machine's load
 average (1-minute, at its start and end; the peak of samples every 5 s) and what the machine
-took away (steal, stalls: clusters/stalls.py) are appended to
+took away (steal, stalls: clusters/infra/stalls.py) are appended to
 ``reports/soak-<start>.md`` as each run ends, so a soak cut short still says what it saw.
 Nothing is retried: a soak is the proof that the default run does not flake.
 """
@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from karpenter_e2e.clusters.poller import Poller
-from karpenter_e2e.clusters.stalls import MachineWatch
+from karpenter_e2e.clusters.api.poller import Poller
+from karpenter_e2e.clusters.infra.stalls import MachineWatch
 from karpenter_e2e.runners.children import Child, Children
 
 CLOSING = re.compile(r"=+ (.*(?:passed|failed|errors?|skipped|no tests ran).* in [\d.]+s.*?) =+$")

@@ -26,10 +26,11 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from karpenter_e2e.clusters import backends, compat
+from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.infra import build, kube_releases, releases, versions
+from karpenter_e2e.clusters.karpenter import compat
 from karpenter_e2e.runners import cluster_dirs
 from karpenter_e2e.runners.children import Child, Children, run_one, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child

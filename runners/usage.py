@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from karpenter_e2e.clusters.api.poller import Poller
 from karpenter_e2e.clusters.infra import process
-from karpenter_e2e.clusters.poller import Poller
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")

@@ -57,8 +57,8 @@ def bare_apiserver(tmp_path_factory):
     CEL rules, in a few seconds. Yields a kubectl runner bound to its kubeconfig."""
     import subprocess
 
+    from karpenter_e2e.clusters.api.waits import Observation, eventually
     from karpenter_e2e.clusters.infra import build, process
-    from karpenter_e2e.clusters.waits import Observation, eventually
 
     work = tmp_path_factory.mktemp("apiserver")
     binaries = {n: build.build(build.find(n)) for n in ("etcd", "kube-apiserver", "kubectl")}

@@ -21,9 +21,9 @@ from pathlib import Path
 import boto3
 import pytest
 
+from karpenter_e2e.clusters.api.waits import Observation, eventually
 from karpenter_e2e.clusters.awssim.cluster import REGION, AwsSimCluster
 from karpenter_e2e.clusters.infra import process
-from karpenter_e2e.clusters.waits import Observation, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVISIONING = "suites/test_provisioning.py::test_scale_up_provisions_nodes_that_satisfy_the_nodepool"

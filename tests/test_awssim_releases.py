@@ -196,7 +196,7 @@ def test_the_generator_writes_the_committed_wrappers_before_tidy(version):
 
 def test_a_mutant_of_a_release_aws_sim_cannot_run_is_refused_before_any_build(monkeypatch,
                                                                               tmp_path):
-    from karpenter_e2e.clusters.mutants import Mutant, MutantError
+    from karpenter_e2e.clusters.karpenter.mutants import Mutant, MutantError
     monkeypatch.setattr(pr, "served_providers", lambda: PROVIDERS)
     monkeypatch.setattr(pr, "served_cores", lambda: CORES)
     monkeypatch.setattr(pr, "core_of", PAIRS.__getitem__)

@@ -6,7 +6,7 @@ import pytest
 
 from karpenter_e2e.clusters.infra import catalogue
 from karpenter_e2e.clusters.infra.catalogue_table import TYPES, ZONES
-from karpenter_e2e.clusters.requirements import satisfies
+from karpenter_e2e.clusters.karpenter.requirements import satisfies
 from karpenter_e2e.fixtures.nodepools import load_spec
 
 offering_labels = catalogue.offering_labels

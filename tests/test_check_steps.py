@@ -19,7 +19,7 @@ from karpenter_e2e.checks.expectations import ExpectError
 from karpenter_e2e.checks.manifests import ManifestError
 from karpenter_e2e.checks.observe import NodeView, PodView, PoolView, Snapshot
 from karpenter_e2e.checks.run import plan
-from karpenter_e2e.clusters.waits import WaitAborted, WaitTimeout
+from karpenter_e2e.clusters.api.waits import WaitAborted, WaitTimeout
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "steps-drift"

@@ -1,6 +1,7 @@
-"""The input inventory (clusters/inputs.py), the scenarios' covers markers and the coverage
-table generated from them (docs/coverage.md, reports/coverage.py). Offline: the module trees
-the citations are checked against are read from the Go module cache, skipped when absent."""
+"""The input inventory (clusters/karpenter/inputs.py), the scenarios' covers markers and the
+coverage table generated from them (docs/coverage.md, reports/coverage.py). Offline: the module
+trees the citations are checked against are read from the Go module cache, skipped when
+absent."""
 
 import dataclasses
 import os
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters import inputs as inv
-from karpenter_e2e.clusters.mutants import Mutant
+from karpenter_e2e.clusters.karpenter import inputs as inv
+from karpenter_e2e.clusters.karpenter.mutants import Mutant
 from karpenter_e2e.reports import coverage, pages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +44,7 @@ def test_every_covers_id_is_in_the_inventory():
     tests = coverage.scan()
     unknown = sorted({f"{t.file}::{t.name}: {c}" for t in tests for c in t.covers
                       if c not in inv.BY_ID})
-    assert not unknown, f"covers ids not in clusters/inputs.py: {unknown}"
+    assert not unknown, f"covers ids not in clusters/karpenter/inputs.py: {unknown}"
     assert all(t.scenario for t in tests if t.covers)
 
 
@@ -104,7 +105,7 @@ def test_the_inputs_the_issue_names_are_listed():
 
 
 def test_every_gate_of_the_pinned_release_is_an_input():
-    from karpenter_e2e.clusters import features
+    from karpenter_e2e.clusters.karpenter import features
     gates = {g for g, gate in features.GATES.items()
              if features.semver(gate.since) <= features.semver(inv.VERSIONS[inv.CORE])}
     assert {f"gates.{g}" for g in gates} <= set(inv.BY_ID)

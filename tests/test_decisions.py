@@ -5,7 +5,7 @@ import json
 
 from test_oracles import T0, UNSCHED, claim, event, pod, recording
 
-from karpenter_e2e.clusters.features import CHANGES
+from karpenter_e2e.clusters.karpenter.features import CHANGES
 from karpenter_e2e.fixtures import decisions
 from karpenter_e2e.fixtures.decisions import Decisions, diff
 from karpenter_e2e.fixtures.oracles import Record, judge

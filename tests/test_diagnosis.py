@@ -145,8 +145,8 @@ def test_an_ec2nodeclass_the_api_server_rejects_is_named_with_its_reason(bare_ap
                                                                           tmp_path):
     """The real CRD (CEL rules) on a real API server: the harness's create says which object
     was refused and the API server's words, not a bare 422."""
+    from karpenter_e2e.clusters.api.kube import Kind, Kube, Rejected
     from karpenter_e2e.clusters.eks.cluster import EksCluster
-    from karpenter_e2e.clusters.kube import Kind, Kube, Rejected
     assert bare_apiserver("apply", "--server-side", "--force-conflicts",
                           "-f", str(provider_module / "pkg" / "apis" / "crds")).returncode == 0
     assert bare_apiserver("wait", "--for=condition=Established", "--timeout=60s",

@@ -12,7 +12,7 @@ def test_local_mode_turns_on_its_gates_and_tells_the_suites():
     cluster = LocalCluster("feature-gates-test")
     gates = dict(kv.split("=") for kv in cluster._karpenter_env()["FEATURE_GATES"].split(","))
     assert {g: gates[g] for g in FEATURE_GATES} == {g: "true" for g in FEATURE_GATES}
-    # every other gate of the release named at its own default (clusters/features.py)
+    # every other gate of the release named at its own default (clusters/karpenter/features.py)
     assert gates["ReservedCapacity"] == "true" and gates["SpotToSpotConsolidation"] == "false"
     assert cluster.info().feature_gates == FEATURE_GATES
 

@@ -1,4 +1,4 @@
-"""The features-by-release table (clusters/features.py): its entries, what it makes local
+"""The features-by-release table (clusters/karpenter/features.py): its entries, what it makes local
 mode set per release (FEATURE_GATES, NodePools), the marker's skips, and each entry against
 the released module trees that are in the Go module cache (offline: absent ones are skipped)."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from karpenter_e2e.clusters import features
 from karpenter_e2e.clusters.infra import releases
+from karpenter_e2e.clusters.karpenter import features
 from karpenter_e2e.fixtures.nodepools import for_version
 
 SERVED = ["v1.0.8", "v1.1.5", "v1.5.5", "v1.6.4", "v1.9.0", "v1.10.0", "v1.11.0", "v1.11.1",

@@ -10,12 +10,12 @@ import time
 import pytest
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.filelock import file_lock
+from karpenter_e2e.clusters.infra.filelock import file_lock
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from karpenter_e2e.clusters.filelock import file_lock
+from karpenter_e2e.clusters.infra.filelock import file_lock
 with file_lock(Path(sys.argv[1]), "building kube-apiserver v1.30.14", 5):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

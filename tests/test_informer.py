@@ -1,4 +1,4 @@
-"""The one list-then-watch loop (clusters/informer.py) over a scripted client: what a window
+"""The one list-then-watch loop (clusters/api/informer.py) over a scripted client: what a window
 sees, and that a 410 in any of its forms makes the next window re-list. No cluster."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from kubernetes.client.rest import ApiException
 
-from karpenter_e2e.clusters import informer as informer_module
-from karpenter_e2e.clusters.informer import Informer
+from karpenter_e2e.clusters.api import informer as informer_module
+from karpenter_e2e.clusters.api.informer import Informer
 
 
 def obj(name: str, rv: str) -> dict:

@@ -1,10 +1,10 @@
-"""Karpenter's clocks (clusters/karpenter_clock.py): the bounds built from them are the values
+"""Karpenter's clocks (clusters/karpenter/clock.py): the bounds built from them are the values
 the scenarios, the oracles and check were measured against, so a change to one of Karpenter's
 constants, or to a derivation, shows here first. No cluster."""
 
 import pytest
 
-from karpenter_e2e.clusters import karpenter_clock as clock
+from karpenter_e2e.clusters.karpenter import clock
 
 
 def test_the_derived_bounds_keep_the_values_they_were_measured_with():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from karpenter_e2e.clusters import karpenter_settings as ks
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.karpenter import settings as ks
 from karpenter_e2e.runners import lanes
 
 OPTIONS_GO = '''

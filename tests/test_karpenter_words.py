@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from karpenter_e2e.clusters.karpenter_words import no_type_fits, untolerated
+from karpenter_e2e.clusters.karpenter.words import no_type_fits, untolerated
 
 OLD_TAINT = ('incompatible with nodepool "batch-2fddb8", daemonset overhead={"pods":"0"}, '
              'did not tolerate dedicated=batch:NoExecute')

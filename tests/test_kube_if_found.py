@@ -1,4 +1,4 @@
-"""clusters.kube.if_found: the one rule for a 404 (get-or-None, delete-if-there). No cluster."""
+"""clusters.api.kube.if_found: the one rule for a 404 (get-or-None, delete-if-there). No cluster."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
-from karpenter_e2e.clusters.kube import if_found
+from karpenter_e2e.clusters.api.kube import if_found
 
 
 def test_if_found_is_the_one_404_rule():

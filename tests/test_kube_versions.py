@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters import backends, compat
+from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import build, kube_releases, releases, versions
+from karpenter_e2e.clusters.karpenter import compat
 from karpenter_e2e.runners import matrix
 
 GO_LIST = ("k8s.io/kubernetes v1.13.0 v1.29.6 v1.30.4 v1.30.14 v1.31.0 v1.31.14 v1.32.2 "

@@ -124,13 +124,13 @@ def test_the_room_lets_readers_share_and_a_writer_in_alone(tmp_path):
     import sys
     import time
 
-    from karpenter_e2e.clusters.filelock import room
+    from karpenter_e2e.clusters.infra.filelock import room
     path = tmp_path / "c.share"
     go = tmp_path / "go"
     # Each holder says when it is in, and leaves only once the test says go: the readers are
     # both in at once however slowly the machine starts them.
     holder = ("import sys, time; from pathlib import Path; "
-              "from karpenter_e2e.clusters.filelock import room\n"
+              "from karpenter_e2e.clusters.infra.filelock import room\n"
               "with room(Path(sys.argv[1]), exclusive=sys.argv[2] == 'x'):\n"
               "    Path(sys.argv[3]).write_text(str(time.time()))\n"
               "    deadline = time.monotonic() + 30\n"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from karpenter_e2e.clusters.api.waits import Observation, eventually
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import process
 from karpenter_e2e.clusters.local.cluster import LocalCluster
-from karpenter_e2e.clusters.waits import Observation, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -176,7 +176,7 @@ def test_eks_guard_refuses_a_real_cluster_that_is_not_opted_in(make_cluster):
 
 def test_a_node_left_without_its_nodeclaim_fails_the_test_with_its_name(make_cluster,
                                                                           monkeypatch):
-    from karpenter_e2e.clusters.kube import Kube
+    from karpenter_e2e.clusters.api.kube import Kube
     from karpenter_e2e.fixtures import plugin
     from karpenter_e2e.fixtures.isolation import TestScope
 

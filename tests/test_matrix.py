@@ -86,7 +86,7 @@ def test_a_failure_then_a_teardown_error_is_one_failed_test(tmp_path):
     path.write_text(f"""<testsuites><testsuite>
  <testcase classname="suites.test_p" name="test_limit" time="10">
   <properties>{scenario}</properties>
-  <failure message="karpenter_e2e.clusters.waits.WaitTimeout: timed out after 2s">x</failure>
+  <failure message="karpenter_e2e.clusters.api.waits.WaitTimeout: timed out after 2s">x</failure>
  </testcase>
  <testcase classname="suites.test_p" name="test_limit" time="5">
   <properties>{scenario}<property name="timeline" value="t/limit.png"/></properties>
@@ -94,7 +94,8 @@ def test_a_failure_then_a_teardown_error_is_one_failed_test(tmp_path):
  </testcase>
 </testsuite></testsuites>""")
     cell = matrix.classify_junit(path)["limits"]
-    assert cell == Cell("failed", "karpenter_e2e.clusters.waits.WaitTimeout: timed out after 2s",
+    assert cell == Cell("failed",
+                        "karpenter_e2e.clusters.api.waits.WaitTimeout: timed out after 2s",
                         "t/limit.png", ["suites.test_p::test_limit"], 15.0)
     assert matrix._cell_detail(cell) == "timed out after 2s"
 

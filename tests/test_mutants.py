@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters import mutants
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.karpenter import mutants
 from karpenter_e2e.runners.mutant_matrix import (
     ROOT,
     Cell,

@@ -1,6 +1,6 @@
 """The object view reads what the API server has not written yet as empty."""
 
-from karpenter_e2e.clusters import objects as view
+from karpenter_e2e.clusters.api import objects as view
 
 
 def test_a_fresh_object_reads_as_empty():

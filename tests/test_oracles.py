@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from karpenter_e2e.clusters.karpenter_clock import DAEMON_RETRY_S, DECISION_BOUND_S
+from karpenter_e2e.clusters.karpenter.clock import DAEMON_RETRY_S, DECISION_BOUND_S
 from karpenter_e2e.fixtures import oracles
 from karpenter_e2e.fixtures.oracles import Record, judge
 from karpenter_e2e.fixtures.timeline import Recording
@@ -410,7 +410,7 @@ def test_karpenters_report_of_a_pod_it_cannot_place_is_known_noise():
 
 
 def test_every_oracle_mutant_names_a_known_oracle():
-    from karpenter_e2e.clusters.mutants import load
+    from karpenter_e2e.clusters.karpenter.mutants import load
     named = {m.name: m.oracle for m in load() if m.oracle}
     assert named, "no mutant proves an oracle"
     assert all(o in oracles.NAMES for o in named.values()), named
@@ -433,7 +433,7 @@ def test_a_consolidation_is_priced_as_karpenter_sees_it_through_a_node_overlay()
 
 
 def test_gte_and_lte_are_inclusive_bounds():
-    from karpenter_e2e.clusters.requirements import satisfies
+    from karpenter_e2e.clusters.karpenter.requirements import satisfies
     cpu = "karpenter.k8s.aws/instance-cpu"
     assert satisfies({cpu: "8"}, {"key": cpu, "operator": "Gte", "values": ["8"]})
     assert not satisfies({cpu: "4"}, {"key": cpu, "operator": "Gte", "values": ["8"]})

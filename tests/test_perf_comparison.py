@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters.waits import WaitTimeout
+from karpenter_e2e.clusters.api.waits import WaitTimeout
 from karpenter_e2e.fixtures import barrier
 from karpenter_e2e.fixtures.karpenter_metrics import MetricsFormatError, ProcessSampler, parse
 from karpenter_e2e.reports import perf_chart

@@ -81,7 +81,7 @@ def test_timeouts_are_the_runs_own_and_no_module_global_changes(pytester):
     """--karpenter-timeouts goes into the run's config.stash; the library's defaults stay."""
     from dataclasses import FrozenInstanceError
 
-    from karpenter_e2e.clusters import waits
+    from karpenter_e2e.clusters.api import waits
     from karpenter_e2e.fixtures.settings import timeouts
     tuned = pytester.parseconfig("--karpenter-timeouts", "provision=7,cleanup=9.5")
     plain = pytester.parseconfig()
@@ -97,7 +97,7 @@ def test_timeouts_are_the_runs_own_and_no_module_global_changes(pytester):
 
 
 def test_a_wait_uses_the_timeouts_it_is_given():
-    from karpenter_e2e.clusters import waits
+    from karpenter_e2e.clusters.api import waits
     short = waits.Timeouts.parse("provision=0.3,poll=0.1")
     with pytest.raises(waits.WaitTimeout, match="timed out after 0s"):
         waits.eventually(lambda: waits.Observation(False, "no"), what="x", timeouts=short)

@@ -1,4 +1,4 @@
-"""The one polling thread (clusters/poller.py): how a tick's outcome and its errors end it or
+"""The one polling thread (clusters/api/poller.py): how a tick's outcome and its errors end it or
 not. Ticks are plain functions; no cluster."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 import pytest
 from kubernetes.client.rest import ApiException
 
-from karpenter_e2e.clusters import waits
-from karpenter_e2e.clusters.poller import Poller
+from karpenter_e2e.clusters.api import waits
+from karpenter_e2e.clusters.api.poller import Poller
 
 
 def run_until_done(p: Poller, timeout: float = 5) -> Poller:

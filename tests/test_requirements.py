@@ -1,6 +1,6 @@
 import pytest
 
-from karpenter_e2e.clusters.requirements import satisfies, violations
+from karpenter_e2e.clusters.karpenter.requirements import satisfies, violations
 
 
 @pytest.mark.parametrize("op,values,label,expected", [

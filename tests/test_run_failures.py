@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from karpenter_e2e.clusters.api.waits import Observation, eventually
 from karpenter_e2e.clusters.infra import build, process
 from karpenter_e2e.clusters.local.cluster import LocalCluster
-from karpenter_e2e.clusters.waits import Observation, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSOLIDATION_EMPTY = "suites/test_consolidation.py::test_empty_node_is_removed_after_consolidate_after"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from karpenter_e2e.clusters.stalls import MachineWatch, Stall, cpu_jiffies
+from karpenter_e2e.clusters.infra.stalls import MachineWatch, Stall, cpu_jiffies
 
 
 def test_cpu_jiffies_reads_steal_and_total(tmp_path):

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client.rest import ApiException
 
-from karpenter_e2e.clusters import informer as informer_module
+from karpenter_e2e.clusters.api import informer as informer_module
 from karpenter_e2e.fixtures import timeline as timeline_module
 from karpenter_e2e.fixtures.timeline import (
     Recording,

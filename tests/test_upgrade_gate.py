@@ -7,7 +7,7 @@ from karpenter_e2e.runners.upgrade_gate import check_versions, markdown, verdict
 
 JUNIT_FAIL = """<testsuites><testsuite name="pytest">
 <testcase classname="suites.test_upgrade" name="test_upgrade_disrupts_no_node_and_no_pod">
-<failure message="karpenter_e2e.clusters.waits.ConsistencyViolated: expected the upgrade to v1.15.0 to disrupt nothing to hold, but after 12.0s saw: changed: none; Drifted NodeClaims: ['default-abc-x']">trace</failure>
+<failure message="karpenter_e2e.clusters.api.waits.ConsistencyViolated: expected the upgrade to v1.15.0 to disrupt nothing to hold, but after 12.0s saw: changed: none; Drifted NodeClaims: ['default-abc-x']">trace</failure>
 </testcase><testcase classname="suites.test_x" name="test_ok"/></testsuite></testsuites>"""  # noqa: E501
 JUNIT_PASS = '<testsuites><testsuite name="pytest"><testcase name="test_ok"/></testsuite></testsuites>'
 
@@ -40,8 +40,9 @@ def test_verdict_names_the_disruption(tmp_path):
     v = verdict({"upgrade": (1, tmp_path / "u.xml"), "suites": (0, tmp_path / "s.xml")},
                 "v1.14.3", "v1.15.0")
     assert v["verdict"] == "fail"
-    assert v["reasons"] == ["upgrade: test_upgrade_disrupts_no_node_and_no_pod: karpenter_e2e.clusters.waits."
-                            "ConsistencyViolated: expected the upgrade to v1.15.0 to disrupt "
+    assert v["reasons"] == ["upgrade: test_upgrade_disrupts_no_node_and_no_pod: "
+                            "karpenter_e2e.clusters.api.waits.ConsistencyViolated: "
+                            "expected the upgrade to v1.15.0 to disrupt "
                             "nothing to hold, but after 12.0s saw: changed: none; Drifted "
                             "NodeClaims: ['default-abc-x']"]
     assert markdown(v).startswith("# Upgrade gate v1.14.3 -> v1.15.0: FAIL")

@@ -167,7 +167,7 @@ def test_a_failed_build_quotes_the_compilers_line():
     ("1.15", "mutant old: version: '1.15' is not a release like v1.15.0"),
 ])
 def test_a_mutant_header_takes_any_release_from_v1_on(tmp_path, version, message):
-    from karpenter_e2e.clusters import mutants
+    from karpenter_e2e.clusters.karpenter import mutants
     patch = ("# regression: x\n# scenarios: limits\n# family: provisioning\n# version: {v}\n"
              "--- a/kwok/main.go\n+++ b/kwok/main.go\n@@ -1 +1 @@\n-a\n+b\n")
     (tmp_path / "old.patch").write_text(patch.format(v="v1.12.1"))
@@ -178,7 +178,7 @@ def test_a_mutant_header_takes_any_release_from_v1_on(tmp_path, version, message
 
 
 def test_a_mutant_of_an_unserved_release_is_refused_before_it_builds(cache):
-    from karpenter_e2e.clusters.mutants import Mutant
+    from karpenter_e2e.clusters.karpenter.mutants import Mutant
     plant(cache, time.time())
     m = Mutant("m", cache / "m.patch", "x", ("limits",), "provisioning", "v1.12.2", "0" * 64)
     with pytest.raises(ClusterError, match="mutant m: its version: Karpenter v1.12.2 is not served.*"

@@ -5,8 +5,8 @@ import time
 import pytest
 from kubernetes.client.rest import ApiException
 
-from karpenter_e2e.clusters import waits
-from karpenter_e2e.clusters.waits import (
+from karpenter_e2e.clusters.api import waits
+from karpenter_e2e.clusters.api.waits import (
     ConsistencyViolated,
     Observation,
     StopWaiting,

@@ -1,4 +1,4 @@
-"""The one rule for transient API errors (clusters/waits.py TransientRun) as the watches over
+"""The one rule for transient API errors (clusters/api/waits.py TransientRun) as the watches over
 the informer apply it: the node ledger, the timeline recorder and watch_until ride a run of
 them out for the grace; past it, or on a harness bug, the error is the caller's. Scripted
 API calls; no cluster."""
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 from kubernetes.client.rest import ApiException
 
-from karpenter_e2e.clusters import informer as informer_module, waits
-from karpenter_e2e.clusters.waits import Timeouts
+from karpenter_e2e.clusters.api import informer as informer_module, waits
+from karpenter_e2e.clusters.api.waits import Timeouts
 from karpenter_e2e.fixtures import ledger as ledger_module, timeline as timeline_module
 from karpenter_e2e.fixtures.ledger import NodeLedger
 from karpenter_e2e.fixtures.timeline import SOURCES, Timeline

@@ -62,7 +62,7 @@ def build_mutant(mutant) -> Path:
     provider's own, or core's at the version the provider release builds with) replaces the
     pinned one in a copy of the wrapper module, so Go's build cache recompiles only the
     patched packages and their dependants."""
-    from karpenter_e2e.clusters.mutants import MutantError
+    from karpenter_e2e.clusters.karpenter.mutants import MutantError
 
     try:
         t = target(mutant.version)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters import features, karpenter_settings as ksettings
+from karpenter_e2e.clusters.api.waits import Observation, StopWaiting, eventually
 from karpenter_e2e.clusters.awssim import build as awsbuild, provider_releases
 from karpenter_e2e.clusters.awssim.seed import Seeded
 from karpenter_e2e.clusters.base import ClusterInfo
@@ -26,9 +26,9 @@ from karpenter_e2e.clusters.eks.cluster import EksCluster, ami_spec as eks_ami_s
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import build, process, versions
 from karpenter_e2e.clusters.infra.catalogue_table import ZONES
+from karpenter_e2e.clusters.karpenter import features, settings as ksettings
+from karpenter_e2e.clusters.karpenter.mutants import Mutant
 from karpenter_e2e.clusters.local.cluster import LocalCluster, await_started
-from karpenter_e2e.clusters.mutants import Mutant
-from karpenter_e2e.clusters.waits import Observation, StopWaiting, eventually
 
 log = logging.getLogger(__name__)
 

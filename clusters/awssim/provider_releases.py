@@ -33,8 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.filelock import file_lock
 from karpenter_e2e.clusters.infra import process, releases, versions
+from karpenter_e2e.clusters.infra.filelock import file_lock
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from karpenter_e2e.clusters.kube import if_found
-from karpenter_e2e.clusters.labels import (
+from karpenter_e2e.clusters.api.kube import if_found
+from karpenter_e2e.clusters.api.labels import (
     ARCH as ARCH_LABEL,
     HOSTNAME,
     INSTANCE_TYPE,

@@ -19,16 +19,16 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
+from karpenter_e2e.clusters.api.kube import (
+    Kube,  # the harness's one client: same loading, same timeouts
+    if_found,
+)
+from karpenter_e2e.clusters.api.waits import DEFAULTS, Observation, eventually
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.eks import aws
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import cli_flag
 from karpenter_e2e.clusters.infra import cluster_files, process
-from karpenter_e2e.clusters.kube import (
-    Kube,  # the harness's one client: same loading, same timeouts
-    if_found,
-)
-from karpenter_e2e.clusters.waits import DEFAULTS, Observation, eventually
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from karpenter_e2e.clusters.api.kube import Kind, if_found
+from karpenter_e2e.clusters.api.labels import RUN_LABEL, TEST_LABEL
 from karpenter_e2e.clusters.eks import aws, teardown
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.kube import Kind, if_found
-from karpenter_e2e.clusters.labels import RUN_LABEL, TEST_LABEL
 
 log = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from karpenter_e2e.clusters.api.kube import if_found
+from karpenter_e2e.clusters.api.waits import Observation, WaitTimeout, eventually
 from karpenter_e2e.clusters.eks import aws
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.kube import if_found
-from karpenter_e2e.clusters.waits import Observation, WaitTimeout, eventually
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.filelock import file_lock
 from karpenter_e2e.clusters.infra import process, versions
+from karpenter_e2e.clusters.infra.filelock import file_lock
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +386,7 @@ def mutant_path(mutant, name: str = "karpenter-kwok") -> Path:
 def build_mutant(mutant) -> Path:
     """karpenter-kwok built from a copy of the pinned module with ``mutant``'s patch applied.
     Only the patched packages recompile: the rest comes from Go's build cache."""
-    from karpenter_e2e.clusters.mutants import MutantError
+    from karpenter_e2e.clusters.karpenter.mutants import MutantError
 
     try:
         target = find("karpenter-kwok", mutant.version)
@@ -399,7 +399,7 @@ def build_patched(mutant, target: Target, module_dir: Path, workdir) -> Path:
     """``target`` built with ``mutant``'s patch applied to a copy of ``module_dir``;
     ``workdir(patched copy)`` is where `go build` runs (the copy itself, or a wrapper module
     that replaces the module with it)."""
-    from karpenter_e2e.clusters.mutants import apply
+    from karpenter_e2e.clusters.karpenter.mutants import apply
 
     return _build_from_copy(target, mutant_path(mutant, target.name),
                             cache_dir() / "mutants" / "src" / f"{target.name}-{mutant.key}",
@@ -429,7 +429,7 @@ def _build_from_copy(target: Target, out: Path, root: Path, make_src, kind: str 
 
 
 def _mutant_does_not_build(mutant, exc: BuildFailed):
-    from karpenter_e2e.clusters.mutants import MutantError
+    from karpenter_e2e.clusters.karpenter.mutants import MutantError
     return MutantError(mutant.name, "does not build: "
                        + ("; ".join(compiler_lines(exc.output)[:3]) or str(exc)[-400:]))
 
@@ -502,7 +502,7 @@ def build_embedded(target: Target, catalogue_json: str, mutant=None) -> Path:
     """``target`` (with ``mutant``'s patch, if given) built from a copy of its module whose
     kwok/cloudprovider/instance_types.json is ``catalogue_json``, its KWOK provider given
     offering labels."""
-    from karpenter_e2e.clusters import mutants
+    from karpenter_e2e.clusters.karpenter import mutants
 
     out = embedded_path(target, catalogue_json, mutant)
     if out.exists():

@@ -17,9 +17,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from karpenter_e2e.clusters.infra import catalogue_full
-from karpenter_e2e.clusters.infra.catalogue_table import TYPES, ZONES, EC2Type
-from karpenter_e2e.clusters.labels import (
+from karpenter_e2e.clusters.api.labels import (
     ARCH,
     AWS,
     CAPACITY_TYPE,
@@ -29,6 +27,8 @@ from karpenter_e2e.clusters.labels import (
     INSTANCE_TYPE,
     ZONE,
 )
+from karpenter_e2e.clusters.infra import catalogue_full
+from karpenter_e2e.clusters.infra.catalogue_table import TYPES, ZONES, EC2Type
 
 SPOT_DISCOUNT = (0.30, 0.45)  # spot/on-demand ratio range, as commonly seen on EC2
 
@@ -189,7 +189,9 @@ def missing(requirements: Iterable[dict], catalogue: set[str],
 def cheapest_family(types: Iterable[EC2Type], requirements: list[dict], min_vcpu: int = 2) -> list[str]:
     """Every type of the family with the cheapest offering that satisfies ``requirements``
     (sizes of at least ``min_vcpu``): what Karpenter would launch first for that pool."""
-    from karpenter_e2e.clusters.requirements import satisfies  # shared node-selector semantics
+    from karpenter_e2e.clusters.karpenter.requirements import (
+        satisfies,  # shared node-selector semantics
+    )
 
     best: tuple[float, str] | None = None
     for t in types:

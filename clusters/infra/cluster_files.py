@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from karpenter_e2e.clusters.filelock import turnstile_of
 from karpenter_e2e.clusters.infra.build import cache_dir
+from karpenter_e2e.clusters.infra.filelock import turnstile_of
 
 
 def root() -> Path:

@@ -6,7 +6,7 @@ k8s.io/kubernetes``, kept a day in ``<cache>/kubernetes-versions.json`` as for K
 clusters/infra/releases.py), except the pinned minor, which means the pinned
 ``versions.KUBERNETES``: it needs no network and does not move when upstream ships a patch.
 Without the option a Karpenter release gets the newest served minor inside its supported
-range (clusters/compat.py). A minor outside that range, or not served, is refused here,
+range (clusters/karpenter/compat.py). A minor outside that range, or not served, is refused here,
 before anything is built or started.
 
 The pinned release builds through the committed wrapper ``gomod/kubernetes``; any other is
@@ -23,10 +23,10 @@ import re
 import shutil
 from pathlib import Path
 
-from karpenter_e2e.clusters import compat
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.filelock import file_lock
 from karpenter_e2e.clusters.infra import process, releases, versions
+from karpenter_e2e.clusters.infra.filelock import file_lock
+from karpenter_e2e.clusters.karpenter import compat
 
 log = logging.getLogger(__name__)
 

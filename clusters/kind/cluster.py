@@ -21,12 +21,18 @@ from pathlib import Path
 
 import yaml
 
+from karpenter_e2e.clusters.api.waits import (
+    DEFAULTS,
+    Observation,
+    StopWaiting,
+    WaitAborted,
+    eventually,
+)
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import build, catalogue, process, versions
 from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.local.cluster import LocalCluster
-from karpenter_e2e.clusters.waits import DEFAULTS, Observation, StopWaiting, WaitAborted, eventually
 
 log = logging.getLogger(__name__)
 

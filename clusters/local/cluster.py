@@ -26,10 +26,17 @@ from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters import compat, features, karpenter_settings as ksettings, mutants
+from karpenter_e2e.clusters.api.labels import REGISTERED
+from karpenter_e2e.clusters.api.waits import (
+    DEFAULTS,
+    Observation,
+    StopWaiting,
+    WaitAborted,
+    WaitTimeout,
+    eventually,
+)
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.filelock import file_lock
 from karpenter_e2e.clusters.infra import (
     build,
     catalogue,
@@ -40,16 +47,9 @@ from karpenter_e2e.clusters.infra import (
     versions,
 )
 from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
-from karpenter_e2e.clusters.labels import REGISTERED
-from karpenter_e2e.clusters.mutants import Mutant
-from karpenter_e2e.clusters.waits import (
-    DEFAULTS,
-    Observation,
-    StopWaiting,
-    WaitAborted,
-    WaitTimeout,
-    eventually,
-)
+from karpenter_e2e.clusters.infra.filelock import file_lock
+from karpenter_e2e.clusters.karpenter import compat, features, mutants, settings as ksettings
+from karpenter_e2e.clusters.karpenter.mutants import Mutant
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +68,11 @@ ASSETS = Path(__file__).parent / "assets"
 # cluster waits for at most this long behind the others.
 CREATE_TURN_BOUND_S = 900
 # Alpha gates local mode turns on where the release has them (off by default in every release
-# that knows them; clusters/features.py GATES, which renders FEATURE_GATES per release), so the
-# static-capacity and node-overlay scenarios can run. Both are inert for every other scenario:
-# StaticCapacity acts only on NodePools that set spec.replicas, and NodeOverlay with no
-# NodeOverlay objects hands the instance types on unchanged (its store marks each NodePool
-# evaluated on the reconcile the NodePool's creation triggers).
+# that knows them; clusters/karpenter/features.py GATES, which renders FEATURE_GATES per
+# release), so the static-capacity and node-overlay scenarios can run. Both are inert for
+# every other scenario: StaticCapacity acts only on NodePools that set spec.replicas, and
+# NodeOverlay with no NodeOverlay objects hands the instance types on unchanged (its store
+# marks each NodePool evaluated on the reconcile the NodePool's creation triggers).
 # NodeRepair is on as in upstream's own KWOK e2e (its Makefile's featureGates.nodeRepair=true):
 # the KWOK provider declares repair policies for a simulated fault (KWOKUnhealthy), which the
 # node-repair scenario drives; no other scenario sets that condition.

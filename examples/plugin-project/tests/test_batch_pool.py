@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from karpenter_e2e.clusters.labels import CAPACITY_TYPE, INSTANCE_TYPE
+from karpenter_e2e.clusters.api.labels import CAPACITY_TYPE, INSTANCE_TYPE
 
 POOLS = Path(__file__).parent.parent / "pools"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import process
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MUTANTS_DIR = ROOT / "mutants"
 FIELDS = ("regression", "scenarios", "family", "version")
 OPTIONAL = ("fault", "setup", "expect", "module", "oracle")

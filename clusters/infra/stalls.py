@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from karpenter_e2e.clusters.poller import Poller
+from karpenter_e2e.clusters.api.poller import Poller
 
 INTERVAL_S = 0.25
 # A sleep of INTERVAL_S that overran by more than this is a stall: under make soak on 2 cores

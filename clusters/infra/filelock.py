@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from karpenter_e2e.clusters.api.waits import Observation, WaitTimeout, eventually
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.waits import Observation, WaitTimeout, eventually
 
 LOCK_POLL_S = 0.5
 

@@ -155,7 +155,8 @@ def feature(name: str) -> Feature:
         return FEATURES[name]
     except KeyError:
         raise UnknownFeature(f"unknown Karpenter feature {name!r}; the table "
-                             f"(clusters/features.py) has {', '.join(sorted(FEATURES))}") from None
+                             "(clusters/karpenter/features.py) has "
+                             f"{', '.join(sorted(FEATURES))}") from None
 
 
 def has(version: str, name: str) -> bool:

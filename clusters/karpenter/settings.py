@@ -5,7 +5,7 @@ A setting is ``KEY=VALUE``: an option's environment name (``MIN_VALUES_POLICY=Be
 ``BATCH_MAX_DURATION=5s``) or a feature gate's name (``CapacityBuffer=true``). What a release
 knows comes from its own module: the ``env.WithDefault*("NAME", default)`` calls of its
 pkg/operator/options/options.go (and the KWOK provider's kwok/options), and its gates from
-clusters/features.py. The harness sets some options itself (ports, the kubeconfig, leader
+clusters/karpenter/features.py. The harness sets some options itself (ports, the kubeconfig, leader
 election, the catalogue); those cannot be set here.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from karpenter_e2e.clusters import features
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.karpenter import features
 
 # Set by the cluster for every run: a setting of one of these would break the harness.
 RESERVED = frozenset({"KUBECONFIG", "DISABLE_LEADER_ELECTION", "METRICS_PORT",

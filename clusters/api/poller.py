@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from karpenter_e2e.clusters.waits import TransientRun
+from karpenter_e2e.clusters.api.waits import TransientRun
 
 
 class Poller:
