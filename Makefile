@@ -212,8 +212,9 @@ $(ALLURE):
 
 report: $(ALLURE)
 	@test -d $(RESULTS) || { echo "no $(RESULTS): run make e2e first"; exit 1; }
+	@mkdir -p reports
 	@if [ -n "$(HISTORY)" ]; then cp "$(HISTORY)" reports/history.jsonl; fi
-	cd reports && ../$(ALLURE) generate $(abspath $(RESULTS)) --config allurerc.mjs -o html
+	cd reports && ../$(ALLURE) generate $(abspath $(RESULTS)) --config ../rendering/allurerc.mjs -o html
 	@echo "report: reports/html/index.html"
 
 cluster-up: setup

@@ -566,7 +566,7 @@ def against_original(folder: Path, window_s: float, replayed: decisions.Decision
 def _packing(kube: Kube, namespaces: set[str], path: Path, when: str) -> Path | None:
     """Which pods sit on which node (the check's packing picture), now."""
     from karpenter_e2e.checks import observe
-    from karpenter_e2e.reports import packing_chart
+    from karpenter_e2e.rendering import packing_chart
     try:
         packing = packing_chart.prepare(observe.state(kube, namespaces).to_dict())
         nodes = sum(g.nodes for g in packing.groups)
@@ -579,7 +579,7 @@ def _packing(kube: Kube, namespaces: set[str], path: Path, when: str) -> Path | 
 def _timeline(timeline: Timeline, out_dir: Path) -> Path | None:
     """The window's timeline (timeline.json, and its picture)."""
     from karpenter_e2e.fixtures.timeline import write_snapshot
-    from karpenter_e2e.reports import timeline_chart
+    from karpenter_e2e.rendering import timeline_chart
     try:
         snap = timeline.snapshot("replayed")
         write_snapshot(snap, out_dir / "timeline.json")

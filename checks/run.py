@@ -394,7 +394,7 @@ class Check:
 
     def _packing_picture(self, result: dict) -> Path | None:
         """packing.png: which pods sit on which node after the scale-out."""
-        from karpenter_e2e.reports import packing_chart
+        from karpenter_e2e.rendering import packing_chart
         try:
             return packing_chart.render_result(result, self.out_dir / "packing.png")
         except Exception as exc:  # noqa: BLE001 - a picture must never hide the verdict
@@ -403,7 +403,7 @@ class Check:
 
     def _timeline_picture(self, timeline: Timeline, outcome: str, failure: str) -> Path | None:
         from karpenter_e2e.fixtures.timeline import write_snapshot
-        from karpenter_e2e.reports import timeline_chart
+        from karpenter_e2e.rendering import timeline_chart
         try:
             timeline.failure = failure
             snap = timeline.snapshot(outcome)
@@ -527,7 +527,7 @@ def _warm_imports() -> None:
     for api in ("CoreV1Api", "AppsV1Api", "BatchV1Api", "PolicyV1Api", "CustomObjectsApi",
                 "ApiextensionsV1Api", "EventsV1Api"):
         getattr(k8s, api)
-    importlib.import_module("karpenter_e2e.reports.packing_chart")  # and timeline_chart
+    importlib.import_module("karpenter_e2e.rendering.packing_chart")  # and timeline_chart
 
 
 def _catalogue_summary(path: Path | None, selection: str | None = None) -> str:

@@ -39,9 +39,10 @@ COMMANDS = {name: Subcommand(module, what) for name, module, what in [
     ("merge", "runners.merge", "several runs' reports as one"),
     ("durations", "fixtures.ordering", "this machine's durations kept as suites/durations.json"),
     ("sweep", "clusters.eks.sweep", "delete what earlier runs left in EKS or aws-sim"),
-    ("perf", "reports.perf_comparison", "two scale-perf runs compared, TO/FROM against the limits"),
-    ("chart", "reports.charts", "a timeline or packing picture drawn again from its data"),
-    ("pages", "reports.pages", "the generated docs pages written (or --check'ed)"),
+    ("perf", "rendering.perf_comparison",
+     "two scale-perf runs compared, TO/FROM against the limits"),
+    ("chart", "rendering.charts", "a timeline or packing picture drawn again from its data"),
+    ("pages", "rendering.pages", "the generated docs pages written (or --check'ed)"),
 ]}
 
 

@@ -30,7 +30,7 @@ from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.infra import cluster_files
 from karpenter_e2e.clusters.infra.stalls import MachineWatch
-from karpenter_e2e.reports import run_dirs
+from karpenter_e2e.rendering import run_dirs
 from karpenter_e2e.runners import cluster_dirs, lanes, machine, merge, usage
 from karpenter_e2e.runners.children import STOP_GRACE_S, Child, Children
 from karpenter_e2e.runners.collect import CollectFailed, plan

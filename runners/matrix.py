@@ -28,7 +28,7 @@ STOP_GRACE_S for that, then SIGKILL and ``clusters down`` for what is left; exit
 Exit: 0 every cell passed or skipped; 1 a cell failed; 2 bad input; 130 interrupted.
 
 Long because the matrix runner carries its input checks, the per-version lanes, the join and
-the rendering of one result format; the seam for a split is the rendering (into reports/),
+the rendering of one result format; the seam for a split is the rendering (into rendering/),
 not done yet.
 """
 
@@ -59,7 +59,7 @@ from karpenter_e2e.clusters.infra import (
     versions as local_versions,
 )
 from karpenter_e2e.clusters.karpenter import compat
-from karpenter_e2e.reports import run_dirs
+from karpenter_e2e.rendering import run_dirs
 from karpenter_e2e.runners import cluster_dirs, collect
 from karpenter_e2e.runners.children import Child, Children
 from karpenter_e2e.runners.cli import child

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from karpenter_e2e.reports import summary
+from karpenter_e2e.rendering import summary
 
 COUNTS = ("tests", "failures", "errors", "skipped")
 # What the summary's header names of what really ran (from the runs' Allure environment).

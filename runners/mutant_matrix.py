@@ -36,7 +36,7 @@ from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.infra import build, versions
 from karpenter_e2e.clusters.karpenter import mutants as mutants_mod
 from karpenter_e2e.clusters.karpenter.mutants import Mutant
-from karpenter_e2e.reports import coverage
+from karpenter_e2e.rendering import coverage
 from karpenter_e2e.runners import cluster_dirs, lanes
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 from karpenter_e2e.runners.prebuilds import prebuild
@@ -429,7 +429,7 @@ def write_allure(alluredir: Path, result: dict) -> None:
     """One Allure test result per mutant (passed = killed), plus the matrix as a global file."""
     import uuid
 
-    from karpenter_e2e.reports import allure_files
+    from karpenter_e2e.rendering import allure_files
     alluredir.mkdir(parents=True, exist_ok=True)
     now = int(time.time() * 1000)
     for m in result["mutants"]:

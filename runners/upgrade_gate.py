@@ -122,7 +122,7 @@ def markdown(v: dict) -> str:
 
 def compare_perf(out: Path, from_v: str, to_v: str, limits: dict[str, float]) -> dict:
     """The two perf phases' measurements, compared: reasons, the table and the picture."""
-    from karpenter_e2e.reports import perf_chart, perf_comparison
+    from karpenter_e2e.rendering import perf_chart, perf_comparison
     runs, missing = [], []
     for v in (from_v, to_v):
         try:
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="self-test: ship a disruptive NodePool change with the upgrade")
     p.add_argument("--out", type=Path, default=REPORTS / "upgrade-gate")
     args = p.parse_args(argv)
-    from karpenter_e2e.reports import perf_comparison
+    from karpenter_e2e.rendering import perf_comparison
     try:
         missing = [str(d) for d in args.diff if not d.is_dir()]
         if missing:
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     v = verdict(phases, args.from_v, args.to_v, perf)
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     (args.out / "verdict.md").write_text(markdown(v))
-    from karpenter_e2e.reports import allure_files
+    from karpenter_e2e.rendering import allure_files
     allure_files.attach_globally(args.out / "allure-results", "Upgrade gate verdict", markdown(v))
     if perf:
         allure_files.attach_globally(args.out / "allure-results", "Upgrade gate performance",

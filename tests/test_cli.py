@@ -13,7 +13,7 @@ import pytest
 from karpenter_e2e.runners.cli import COMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("clusters", "checks", "runners", "reports", "fixtures")
+LAYERS = ("clusters", "checks", "runners", "rendering", "fixtures")
 # The modules still run with -m: processes the harness or its CI starts, not user commands.
 # Each: (the file that starts it, why it is not a subcommand).
 INTERNAL = {

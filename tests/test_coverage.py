@@ -1,5 +1,5 @@
 """The input inventory (clusters/karpenter/inputs.py), the scenarios' covers markers and the
-coverage table generated from them (docs/coverage.md, reports/coverage.py). Offline: the module
+coverage table generated from them (docs/coverage.md, rendering/coverage.py). Offline: the module
 trees the citations are checked against are read from the Go module cache, skipped when
 absent."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from karpenter_e2e.clusters.karpenter import inputs as inv
 from karpenter_e2e.clusters.karpenter.mutants import Mutant
-from karpenter_e2e.reports import coverage, pages
+from karpenter_e2e.rendering import coverage, pages
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -361,7 +361,7 @@ def test_every_oracle_has_a_title_and_the_names_are_unique():
 
 
 def test_the_oracles_page_is_up_to_date():
-    from karpenter_e2e.reports import pages
+    from karpenter_e2e.rendering import pages
     assert pages.main(["--check", "oracles"]) == 0, \
         "docs/oracles.md is stale: run karpenter-e2e pages"
 

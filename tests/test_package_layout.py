@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "karpenter_e2e"
-LAYERS = ("clusters", "fixtures", "reports", "checks", "runners")
+LAYERS = ("clusters", "fixtures", "rendering", "checks", "runners")
 SOURCES = (*LAYERS, "suites", "tests", "examples")
 
 
@@ -49,6 +49,13 @@ def test_the_layers_are_relative_symlinks_to_the_top_level_folders():
         link = PKG / layer
         assert link.is_symlink() and os.readlink(link) == f"../{layer}", link
         assert link.resolve() == ROOT / layer
+
+
+def test_run_output_is_no_package():
+    """reports/ is where runs write (runs/, latest, site/, ...): no layer links to it and no
+    module lives there; the code that renders into it is rendering/."""
+    assert not os.path.lexists(PKG / "reports")
+    assert not list((ROOT / "reports").glob("*.py"))
 
 
 def test_every_internal_import_resolves_by_path():

@@ -11,8 +11,8 @@ import pytest
 
 from karpenter_e2e.checks import diff, report
 from karpenter_e2e.checks.observe import NodeView, PodView, PoolView, Snapshot
-from karpenter_e2e.reports import charts, packing_chart
-from karpenter_e2e.reports.packing_chart import prepare
+from karpenter_e2e.rendering import charts, packing_chart
+from karpenter_e2e.rendering.packing_chart import prepare
 
 CHECK_JSON = Path(__file__).parent / "data" / "packing-check.json"
 WEB, API, JOB = "Deployment/shop/web", "Deployment/shop/api", "Job/shop/nightly"

@@ -12,8 +12,8 @@ import pytest
 from karpenter_e2e.clusters.api.waits import WaitTimeout
 from karpenter_e2e.fixtures import barrier
 from karpenter_e2e.fixtures.karpenter_metrics import MetricsFormatError, ProcessSampler, parse
-from karpenter_e2e.reports import perf_chart
-from karpenter_e2e.reports.perf_comparison import (
+from karpenter_e2e.rendering import perf_chart
+from karpenter_e2e.rendering.perf_comparison import (
     BY_KEY,
     Row,
     breaches,

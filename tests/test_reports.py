@@ -2,8 +2,8 @@
 
 import json
 
-from karpenter_e2e.reports import allure_files, summary
-from karpenter_e2e.reports.redact import redact
+from karpenter_e2e.rendering import allure_files, summary
+from karpenter_e2e.rendering.redact import redact
 
 
 def test_redaction_removes_tokens_keys_and_kubeconfig_secrets():

@@ -24,7 +24,7 @@ from karpenter_e2e.fixtures.timeline import (
     pod_series,
     scale_marks,
 )
-from karpenter_e2e.reports import charts, timeline_chart
+from karpenter_e2e.rendering import charts, timeline_chart
 
 T0 = 1_790_000_000.0  # the test's start, wall clock
 DATA = Path(__file__).parent / "data"

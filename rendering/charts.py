@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from karpenter_e2e.reports import packing_chart, timeline_chart
+from karpenter_e2e.rendering import packing_chart, timeline_chart
 
 
 def main(argv: list[str] | None = None) -> int:

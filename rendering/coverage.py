@@ -1,5 +1,5 @@
 """The coverage table: which scenario covers each input Karpenter decides on, and which
-mutant proves it. ``karpenter-e2e pages`` (reports/pages.py) writes docs/coverage.md; with
+mutant proves it. ``karpenter-e2e pages`` (rendering/pages.py) writes docs/coverage.md; with
 ``--check`` it only says whether it is up to date (tests/test_coverage.py checks it).
 
 Read from the code, offline, without pytest:

@@ -16,7 +16,7 @@ from karpenter_e2e.clusters.karpenter import clock, noise
 from karpenter_e2e.clusters.karpenter.mutants import MUTANTS_DIR, load
 from karpenter_e2e.fixtures import oracles
 from karpenter_e2e.fixtures.oracles import NAMES
-from karpenter_e2e.reports.coverage import COMMAND, ROOT, SUITES
+from karpenter_e2e.rendering.coverage import COMMAND, ROOT, SUITES
 
 OUT = ROOT / "docs" / "oracles.md"
 BOUNDS = ("DECISION_BOUND_S", "SCHEDULING_ROUND_S", "ROUND_SPREAD_S", "DAEMON_RETRY_S", "LEFT_OUT_LAG_S",

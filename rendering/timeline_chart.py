@@ -16,7 +16,7 @@ and marks (dotted lines, e.g. "inflate 3→0"); setup and teardown in grey; on a
 scenario, a red line where the test body ended.
 
 Input is the dict ``fixtures.timeline.Timeline.snapshot`` returns (also written as JSON next
-to the picture); ``karpenter-e2e chart timeline SNAPSHOT.json OUT.png`` (reports/charts.py)
+to the picture); ``karpenter-e2e chart timeline SNAPSHOT.json OUT.png`` (rendering/charts.py)
 draws one again, from its recording.
 """
 

@@ -4,7 +4,7 @@
 ``karpenter-e2e perf FROM.json TO.json [--max-ratio 1.5] [--ratios k=v,...] [--chart OUT.png]``
 compares two runs' measurement files (``timings/*.json``) by hand, e.g. a version with
 itself to see the noise; exit 1 when a figure is over its limit. ``--chart`` also draws the
-gate's picture of them (reports/perf_chart.py).
+gate's picture of them (rendering/perf_chart.py).
 """
 
 from __future__ import annotations
@@ -162,6 +162,6 @@ def main(argv: list[str] | None = None) -> int:
     for reason in breaches(rows, *names):
         print(reason)
     if args.chart:
-        from karpenter_e2e.reports import perf_chart  # matplotlib, and it imports this module
+        from karpenter_e2e.rendering import perf_chart  # matplotlib, and it imports this module
         print(perf_chart.render(list(zip(names, (before, after), strict=True)), rows, args.chart))
     return 0 if all(r.ok for r in rows) else 1

@@ -5,7 +5,7 @@ Running (top) and the pool's nodes (bottom), with each run's scale-to-0 call dot
 Right, each figure's TO/FROM ratio as a bar, its limit as a tick, 1 (no change) as a line;
 the bar is red when the figure fails the gate.
 
-``karpenter-e2e perf FROM.json TO.json --chart OUT.png`` (reports/perf_comparison.py) draws it
+``karpenter-e2e perf FROM.json TO.json --chart OUT.png`` (rendering/perf_comparison.py) draws it
 from two measurement files (``timings/*.json`` of the scale-perf scenario).
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from karpenter_e2e.reports import perf_comparison
-from karpenter_e2e.reports.perf_comparison import Row
+from karpenter_e2e.rendering import perf_comparison
+from karpenter_e2e.rendering.perf_comparison import Row
 
 COLOURS = ("#4e79a7", "#f28e2b")  # FROM, TO
 OK, OVER = "#59a14f", "#e15759"

@@ -1,5 +1,5 @@
 """`karpenter-e2e pages [--check] [PAGE ...]`: the documentation pages generated from the code,
-written: docs/coverage.md (reports/coverage.py), docs/oracles.md (oracles_page.py) and
+written: docs/coverage.md (rendering/coverage.py), docs/oracles.md (oracles_page.py) and
 docs/scenarios.md (scenarios_page.py). With ``--check`` nothing is written and a stale page
 exits 1 (the tests check each page so).
 """
@@ -10,8 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from karpenter_e2e.reports import coverage, oracles_page, scenarios_page
-from karpenter_e2e.reports.coverage import COMMAND, CoverageError
+from karpenter_e2e.rendering import coverage, oracles_page, scenarios_page
+from karpenter_e2e.rendering.coverage import COMMAND, CoverageError
 
 PAGES = {"coverage": coverage, "oracles": oracles_page, "scenarios": scenarios_page}
 

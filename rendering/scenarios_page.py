@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 from karpenter_e2e.clusters.karpenter.mutants import MUTANTS_DIR, load
-from karpenter_e2e.reports.coverage import COMMAND, ROOT, SUITES, scan
+from karpenter_e2e.rendering.coverage import COMMAND, ROOT, SUITES, scan
 
 OUT = ROOT / "docs" / "scenarios.md"
 

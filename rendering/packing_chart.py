@@ -13,7 +13,7 @@ pools with no node, and the price sources.
 
 ``prepare`` reduces a snapshot (``checks.observe.Snapshot.to_dict()``, as check.json holds it
 under ``snapshot``) to what is drawn; ``render`` draws it. ``karpenter-e2e chart packing
-check.json packing.png [RESOURCE]`` (reports/charts.py) draws one again from a check's result.
+check.json packing.png [RESOURCE]`` (rendering/charts.py) draws one again from a check's result.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import blended_transform_factory
 
-from karpenter_e2e.reports.timeline_chart import CAPACITY_COLOURS, _short, _short_text
+from karpenter_e2e.rendering.timeline_chart import CAPACITY_COLOURS, _short, _short_text
 
 # Capacity types in the order a pool's groups are listed; any other after them, by name.
 CAPACITY_ORDER = ("on-demand", "reserved", "spot")
