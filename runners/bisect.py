@@ -36,9 +36,10 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import versions as local_versions
+from karpenter_e2e.rendering.matrix import Cell
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Children
-from karpenter_e2e.runners.matrix import BadInput, Cell
+from karpenter_e2e.runners.matrix import BadInput
 
 ROOTS = ("pkg", "kwok")
 

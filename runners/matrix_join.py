@@ -28,8 +28,8 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.infra import versions as local_versions
 from karpenter_e2e.rendering import run_dirs
+from karpenter_e2e.rendering.matrix import Matrix
 from karpenter_e2e.runners import matrix as matrix_mod
-from karpenter_e2e.runners.matrix import Matrix
 
 
 def _column_key(column: str) -> tuple:

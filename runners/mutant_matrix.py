@@ -9,10 +9,8 @@ scenarios in the same matrix run (the control). A mutant is killed by a scenario
 that scenario fails on an assertion (not a setup error, a harness exception or a Karpenter
 that stopped) and the control passes it.
 
-Writes ``reports/mutants/matrix.{json,md}`` and one Allure result per mutant.
-
-Long because one kill matrix is one sequence (build each mutant, the control, each run, the
-verdicts, the report) over one result format.
+Writes ``reports/mutants/matrix.{json,md}`` (the Markdown: rendering/mutant_matrix.py) and
+one Allure result per mutant.
 """
 
 from __future__ import annotations
@@ -37,6 +35,7 @@ from karpenter_e2e.clusters.infra import build, versions
 from karpenter_e2e.clusters.karpenter import mutants as mutants_mod
 from karpenter_e2e.clusters.karpenter.mutants import Mutant
 from karpenter_e2e.rendering import coverage
+from karpenter_e2e.rendering.mutant_matrix import markdown
 from karpenter_e2e.runners import cluster_dirs, lanes
 from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 from karpenter_e2e.runners.prebuilds import prebuild
@@ -377,45 +376,6 @@ class Matrix:
                 "controls": [asdict(c) for c in self.controls.values()],
                 "mutants": [asdict(r) for r in rows],
                 "without_oracles": [asdict(r) for r in self.bare.values()]}
-
-
-def markdown(result: dict) -> str:
-    mode = result.get("mode", "local")
-    lines = [f"# Mutant kill matrix{f' ({mode} mode)' if mode != 'local' else ''}: "
-             f"{result['score']} killed",
-             "", f"Wall time {result['wall_s'] / 60:.1f} min with {result['jobs']} clusters at "
-                 "a time. A mutant is killed when every scenario its header names fails on an "
-                 "assertion (or, for `expect: aborted`, stops with Karpenter not running) while "
-                 "the unmutated build (the control) passes the same scenarios in this run.", ""]
-    for bare in result.get("without_oracles") or []:
-        cells = ", ".join(f"{s}={c['status']}" for s, c in bare["cells"].items())
-        lines.append(f"- {bare['name']} (the oracle mutant with the oracles off; its scenarios "
-                     f"must survive): {cells}, {bare['run_s']}s")
-    for control in result["controls"]:
-        cells = ", ".join(f"{s}={c['status']}" for s, c in control["cells"].items())
-        lines.append(f"- {control['name']} ({control['regression']}): **{control['status']}** "
-                     f"({cells}), {control['run_s']}s")
-    lines += ["",
-             "| mutant | regression | status | scenario | result | failing assert | build s | run s |",
-             "|---|---|---|---|---|---|---|---|"]
-    for m in result["mutants"]:
-        cells = list(m["cells"].items()) or [("", {"status": "", "message": m["error"]})]
-        for i, (scenario, cell) in enumerate(cells):
-            head = [m["name"], m["regression"], f"**{m['status']}**"] if i == 0 else ["", "", ""]
-            text = cell["message"] or ""
-            tail = [str(m["build_s"]), str(m["run_s"])] if i == 0 else ["", ""]
-            lines.append("| " + " | ".join(head + [scenario, cell["status"],
-                                                    _cell_text(text)] + tail) + " |")
-    bad = [m for m in result["mutants"] if m["status"] != "killed"]
-    if bad:
-        lines += ["", "## Findings", ""]
-        lines += [f"- **{m['name']}** {m['status']}: {m['error'] or 'claimed by ' + ', '.join(m['claimed'])}"
-                  for m in bad]
-    return "\n".join(lines) + "\n"
-
-
-def _cell_text(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")[:220]
 
 
 def _tail(path: Path, lines: int) -> str:

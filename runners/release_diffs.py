@@ -33,6 +33,7 @@ from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder
 from karpenter_e2e.clusters.karpenter import compat
+from karpenter_e2e.rendering.release_diffs import counts, markdown
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child
@@ -112,56 +113,9 @@ def _run(cmd: list[str], log: Path, name: str) -> int:
     return run_one(Child(name, cmd, log, cwd=ROOT))
 
 
-def counts(rows: list[dict]) -> dict[str, int]:
-    out = {"suspect": 0, "expected": 0, "noted": 0}
-    for r in rows:
-        for d in r["differences"]:
-            out[d["status"]] += 1
-        out["suspect"] += sum(1 for c in r.get("cases", []) if "suspect:" in c["found"])
-    return out
-
-
 def failed(rows: list[dict]) -> bool:
     return any(counts([r])["suspect"] or any(r["oracles"].values())
                or r["exit"] not in (0, 1) for r in rows)
-
-
-def markdown(pairs: dict[str, list[dict]], started: str) -> str:
-    lines = ["# What changes between consecutive releases", "",
-             f"{started}. Each release against the one before it, on the same workloads "
-             "(docs/differential.md). Reproduce a row with the command in its check.log.", "",
-             "| pair | workloads | suspect | expected | noted | oracles failing | no verdict |",
-             "|---|---|---|---|---|---|---|"]
-    for pair, rows in pairs.items():
-        n = counts(rows)
-        oracles = sorted({f"{o} on {rel} ({r['folder']})" for r in rows
-                          for rel, names in r["oracles"].items() for o in names})
-        broken = [f"{r['folder']} (exit {r['exit']})" for r in rows if r["exit"] not in (0, 1)]
-        lines.append(f"| {pair} | {len(rows)} | {n['suspect']} | {n['expected']} | {n['noted']} | "
-                     f"{'; '.join(oracles) or '–'} | {', '.join(broken) or '–'} |")
-    for pair, rows in pairs.items():
-        diffs = [(r["folder"], d) for r in rows for d in r["differences"]]
-        found = [(r["folder"], c) for r in rows for c in r.get("cases", [])
-                 if c["found"] != "clean"]
-        lines += ["", f"## {pair}", ""]
-        if not diffs and not found:
-            lines.append("Both releases decided the same on every workload.")
-            continue
-        if diffs:
-            lines += ["| workload | status | field | key | before | after | why |",
-                      "|---|---|---|---|---|---|---|"]
-            order = {"suspect": 0, "expected": 1, "noted": 2}
-            for folder, d in sorted(diffs, key=lambda x: (order[x[1]["status"]], x[0])):
-                lines.append(f"| {folder} | {d['status']} | {d['field']} | {d['key'] or '–'} | "
-                             f"{_cell(d['a'])} | {_cell(d['b'])} | {d.get('why') or '–'} |")
-        for folder, c in found:
-            lines.append(f"- {folder}, case {c['case']}: {c['found']}"
-                         + (f" (minimal: {c['minimal']})" if c["minimal"] else ""))
-    return "\n".join(lines) + "\n"
-
-
-def _cell(v) -> str:
-    return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
 
 
 def main(argv: list[str] | None = None) -> int:

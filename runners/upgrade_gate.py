@@ -31,6 +31,7 @@ from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.infra import build, kube_releases, releases, versions
 from karpenter_e2e.clusters.karpenter import compat
+from karpenter_e2e.rendering.upgrade_gate import markdown
 from karpenter_e2e.runners import cluster_dirs
 from karpenter_e2e.runners.children import Child, Children, run_one, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child
@@ -106,18 +107,6 @@ def verdict(phases: dict[str, tuple[int, Path]], from_v: str, to_v: str,
             "reasons": reasons, "phases": {n: rc for n, (rc, _) in phases.items()},
             "tests": counts, "perf": perf,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
-def markdown(v: dict) -> str:
-    lines = [f"# Upgrade gate {v['from']} -> {v['to']}: {v['verdict'].upper()}", ""]
-    lines += [f"- {r}" for r in v["reasons"]] or ["- the upgrade disrupted nothing and every "
-                                                  "scenario passed on the new version"]
-    lines += ["", "| phase | executed | skipped | failed |", "|---|---|---|---|"]
-    lines += [f"| {name} | {c['executed']} | {c['skipped']} | {c['failed']} |"
-              for name, c in v.get("tests", {}).items()]
-    if v.get("perf"):
-        lines += ["", f"## Performance, {v['from']} vs {v['to']}", "", v["perf"]["table"].rstrip()]
-    return "\n".join(lines) + "\n"
 
 
 def compare_perf(out: Path, from_v: str, to_v: str, limits: dict[str, float]) -> dict:

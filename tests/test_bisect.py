@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from karpenter_e2e.clusters.infra import releases
+from karpenter_e2e.rendering.matrix import Cell
 from karpenter_e2e.runners import bisect, matrix
-from karpenter_e2e.runners.matrix import BadInput, Cell
+from karpenter_e2e.runners.matrix import BadInput
 
 V = ["v1.0.8", "v1.1.5", "v1.5.5", "v1.6.4", "v1.9.0", "v1.10.0", "v1.11.0", "v1.12.1",
      "v1.14.3", "v1.15.0"]

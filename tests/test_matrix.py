@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from karpenter_e2e.clusters.infra import releases
+from karpenter_e2e.rendering import matrix as rendering
+from karpenter_e2e.rendering.matrix import Cell, Matrix
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Children
-from karpenter_e2e.runners.matrix import BadInput, Cell, Matrix
+from karpenter_e2e.runners.matrix import BadInput
 
 SERVED = ["v1.0.8", "v1.1.5", "v1.5.5", "v1.6.4", "v1.9.0", "v1.12.1", "v1.14.3", "v1.15.0"]
 
@@ -75,7 +77,7 @@ def test_a_scenario_fails_if_one_of_its_tests_fails(tmp_path):
 </testsuite></testsuites>""")
     drift = matrix.classify_junit(path)["drift"]
     assert (drift.status, drift.text, drift.test) == ("failed", "drift not replaced", "b")
-    md = matrix.to_markdown(Matrix(["v1.15.0"], ["drift"], {("drift", "v1.15.0"): drift}))
+    md = rendering.to_markdown(Matrix(["v1.15.0"], ["drift"], {("drift", "v1.15.0"): drift}))
     assert "1. b: drift not replaced" in md
 
 
@@ -97,7 +99,7 @@ def test_a_failure_then_a_teardown_error_is_one_failed_test(tmp_path):
     assert cell == Cell("failed",
                         "karpenter_e2e.clusters.api.waits.WaitTimeout: timed out after 2s",
                         "t/limit.png", ["suites.test_p::test_limit"], 15.0)
-    assert matrix._cell_detail(cell) == "timed out after 2s"
+    assert rendering._cell_detail(cell) == "timed out after 2s"
 
 
 SUITE = """
@@ -145,7 +147,7 @@ def sample() -> Matrix:
 
 
 def test_markdown_table_and_notes():
-    md = matrix.to_markdown(sample())
+    md = rendering.to_markdown(sample())
     assert "| scenario | v1.6.4 | v1.12.1 | v1.15.0 |" in md
     assert "| provisioning | passed | passed | passed |" in md
     assert "| limits | passed | **FAILED** [1] | passed |" in md
@@ -170,17 +172,17 @@ def test_json_round_trip_and_differences():
 
 
 def test_heatmap_png(tmp_path):
-    path = matrix.heatmap(sample(), tmp_path / "m.png")
+    path = rendering.heatmap(sample(), tmp_path / "m.png")
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
 
 def test_the_heatmap_shortens_cells():
-    assert matrix._cell_detail(Cell("skipped", "Karpenter v1.6.4 lacks X: it appeared in "
+    assert rendering._cell_detail(Cell("skipped", "Karpenter v1.6.4 lacks X: it appeared in "
                                                "v1.9.0 (pkg/apis/...)")) == "needs v1.9.0"
-    text = matrix._cell_detail(Cell("failed", "AssertionError: " + "word " * 40))
+    text = rendering._cell_detail(Cell("failed", "AssertionError: " + "word " * 40))
     assert text.count("\n") == 2 and text.endswith("...") and "AssertionError" not in text
-    assert matrix._cell_detail(Cell("passed")) == ""
+    assert rendering._cell_detail(Cell("passed")) == ""
 
 
 def test_write_and_render_again(tmp_path):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from karpenter_e2e.rendering.matrix import Cell, Matrix, to_markdown
 from karpenter_e2e.runners import matrix, matrix_join
-from karpenter_e2e.runners.matrix import Cell, Matrix
 
 
 def part(tmp_path, name, versions, cells, started="2026-12-04 10:00:00 UTC", wall=100.0):
@@ -80,7 +80,7 @@ def test_an_interrupted_matrix_is_completed_by_a_later_part(tmp_path):
     assert (out / m.meta["per_version"]["v1.14.0"]["log"]).resolve() == rest / "v1.14.0/pytest.log"
     assert [(p["versions"], p["left_out"]) for p in m.meta["parts"]] == [
         (["v1.15.0"], ["v1.13.0", "v1.14.0"]), (["v1.13.0", "v1.14.0"], [])]
-    assert "not finished there, taken from another part: v1.13.0 v1.14.0" in matrix.to_markdown(m)
+    assert "not finished there, taken from another part: v1.13.0 v1.14.0" in to_markdown(m)
 
 
 def test_a_release_finished_nowhere_shows_as_the_first_part_left_it(tmp_path):

@@ -8,13 +8,13 @@ import pytest
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.karpenter import mutants
+from karpenter_e2e.rendering.mutant_matrix import markdown
 from karpenter_e2e.runners.mutant_matrix import (
     ROOT,
     Cell,
     Row,
     classify,
     known_scenarios,
-    markdown,
     verdict,
 )
 

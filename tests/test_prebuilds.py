@@ -9,8 +9,8 @@ import pytest
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import build
+from karpenter_e2e.rendering.matrix import Cell
 from karpenter_e2e.runners import matrix, prebuilds
-from karpenter_e2e.runners.matrix import Cell
 
 
 class Recorder:

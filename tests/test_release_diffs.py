@@ -2,6 +2,7 @@
 
 import pytest
 
+from karpenter_e2e.rendering.release_diffs import markdown
 from karpenter_e2e.runners import matrix, release_diffs
 
 SERVED = ["v1.12.1", "v1.13.0", "v1.14.0", "v1.14.3", "v1.15.0"]
@@ -44,7 +45,7 @@ def test_the_table_counts_and_lists_every_difference():
          "differences": [diff("suspect", "instance_types", "c5.large", 2, 0)]},
         {"folder": "explore (1 cases, seed s)", "exit": 0, "oracles": {}, "differences": [],
          "cases": [{"case": 0, "found": "clean", "minimal": ""}]}]}
-    text = release_diffs.markdown(table, "now")
+    text = markdown(table, "now")
     assert "| v1.14.3 -> v1.15.0 | 3 | 1 | 1 | 1 | it-settles on v1.15.0 (capacity-split) | – |" in text
     assert "| capacity-split | suspect | instance_types | c5.large | 2 | 0 | – |" in text
     assert text.index("suspect | instance_types") < text.index("expected | nodeclaims")

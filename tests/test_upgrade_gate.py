@@ -3,7 +3,8 @@
 import pytest
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.runners.upgrade_gate import check_versions, markdown, verdict
+from karpenter_e2e.rendering.upgrade_gate import markdown
+from karpenter_e2e.runners.upgrade_gate import check_versions, verdict
 
 JUNIT_FAIL = """<testsuites><testsuite name="pytest">
 <testcase classname="suites.test_upgrade" name="test_upgrade_disrupts_no_node_and_no_pod">
