@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from karpenter_e2e import checks
+from karpenter_e2e.checks import needs
 from karpenter_e2e.clusters import backends, compat
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder
@@ -80,6 +81,9 @@ def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str,
                kube: str | None = None) -> dict:
     """`check FOLDER` on A and B, its reports in OUT/A-B/FOLDER; what it found."""
     reports = out / f"{a}-{b}" / folder.name
+    if why := needs.lacking(folder, a, b):
+        return {"folder": folder.name, "exit": None, "reports": str(reports),
+                "not_diffed": why, "differences": [], "oracles": {}}
     cmd = [*child("check"), str(folder), "--cluster", cluster,
            "--cluster-name", f"rd-{a}-{b}".replace(".", ""), "--karpenter-version", a,
            "--compare-version", b, *(["--kubernetes-version", kube] if kube else []),
@@ -122,7 +126,7 @@ def counts(rows: list[dict]) -> dict[str, int]:
 
 def failed(rows: list[dict]) -> bool:
     return any(counts([r])["suspect"] or any(r["oracles"].values())
-               or r["exit"] not in (0, 1) for r in rows)
+               or r["exit"] not in (0, 1, None) for r in rows)
 
 
 def markdown(pairs: dict[str, list[dict]], started: str) -> str:
@@ -135,14 +139,18 @@ def markdown(pairs: dict[str, list[dict]], started: str) -> str:
         n = counts(rows)
         oracles = sorted({f"{o} on {rel} ({r['folder']})" for r in rows
                           for rel, names in r["oracles"].items() for o in names})
-        broken = [f"{r['folder']} (exit {r['exit']})" for r in rows if r["exit"] not in (0, 1)]
-        lines.append(f"| {pair} | {len(rows)} | {n['suspect']} | {n['expected']} | {n['noted']} | "
+        broken = [f"{r['folder']} (exit {r['exit']})" for r in rows
+                  if r["exit"] not in (0, 1, None)]
+        diffed = sum(1 for r in rows if not r.get("not_diffed"))
+        lines.append(f"| {pair} | {diffed} | {n['suspect']} | {n['expected']} | {n['noted']} | "
                      f"{'; '.join(oracles) or '–'} | {', '.join(broken) or '–'} |")
     for pair, rows in pairs.items():
         diffs = [(r["folder"], d) for r in rows for d in r["differences"]]
         found = [(r["folder"], c) for r in rows for c in r.get("cases", [])
                  if c["found"] != "clean"]
         lines += ["", f"## {pair}", ""]
+        lines += [f"- {r['folder']}: not diffed: {'; '.join(r['not_diffed'])}"
+                  for r in rows if r.get("not_diffed")]
         if not diffs and not found:
             lines.append("Both releases decided the same on every workload.")
             continue
