@@ -28,14 +28,18 @@ def markdown(pairs: dict[str, list[dict]], started: str) -> str:
         n = counts(rows)
         oracles = sorted({f"{o} on {rel} ({r['folder']})" for r in rows
                           for rel, names in r["oracles"].items() for o in names})
-        broken = [f"{r['folder']} (exit {r['exit']})" for r in rows if r["exit"] not in (0, 1)]
-        lines.append(f"| {pair} | {len(rows)} | {n['suspect']} | {n['expected']} | {n['noted']} | "
+        broken = [f"{r['folder']} (exit {r['exit']})" for r in rows
+                  if r["exit"] not in (0, 1, None)]
+        diffed = sum(1 for r in rows if not r.get("not_diffed"))
+        lines.append(f"| {pair} | {diffed} | {n['suspect']} | {n['expected']} | {n['noted']} | "
                      f"{'; '.join(oracles) or '–'} | {', '.join(broken) or '–'} |")
     for pair, rows in pairs.items():
         diffs = [(r["folder"], d) for r in rows for d in r["differences"]]
         found = [(r["folder"], c) for r in rows for c in r.get("cases", [])
                  if c["found"] != "clean"]
         lines += ["", f"## {pair}", ""]
+        lines += [f"- {r['folder']}: not diffed: {'; '.join(r['not_diffed'])}"
+                  for r in rows if r.get("not_diffed")]
         if not diffs and not found:
             lines.append("Both releases decided the same on every workload.")
             continue

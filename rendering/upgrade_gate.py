@@ -14,6 +14,9 @@ def markdown(v: dict) -> str:
     lines += ["", "| phase | executed | skipped | failed |", "|---|---|---|---|"]
     lines += [f"| {name} | {c['executed']} | {c['skipped']} | {c['failed']} |"
               for name, c in v.get("tests", {}).items()]
+    if v.get("not_diffed"):
+        lines += ["", "Not diffed (a release lacks what they use):", ""]
+        lines += [f"- {name}: {'; '.join(why)}" for name, why in v["not_diffed"].items()]
     if v.get("perf"):
         lines += ["", f"## Performance, {v['from']} vs {v['to']}", "", v["perf"]["table"].rstrip()]
     return "\n".join(lines) + "\n"

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from karpenter_e2e import checks
+from karpenter_e2e.checks import needs
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder
@@ -82,6 +83,9 @@ def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str,
                kube: str | None = None) -> dict:
     """`check FOLDER` on A and B, its reports in OUT/A-B/FOLDER; what it found."""
     reports = out / f"{a}-{b}" / folder.name
+    if why := needs.lacking(folder, a, b):
+        return {"folder": folder.name, "exit": None, "reports": str(reports),
+                "not_diffed": why, "differences": [], "oracles": {}}
     cmd = [*child("check"), str(folder), "--cluster", cluster,
            "--cluster-name", f"rd-{a}-{b}".replace(".", ""), "--karpenter-version", a,
            "--compare-version", b, *(["--kubernetes-version", kube] if kube else []),
@@ -115,7 +119,7 @@ def _run(cmd: list[str], log: Path, name: str) -> int:
 
 def failed(rows: list[dict]) -> bool:
     return any(counts([r])["suspect"] or any(r["oracles"].values())
-               or r["exit"] not in (0, 1) for r in rows)
+               or r["exit"] not in (0, 1, None) for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:

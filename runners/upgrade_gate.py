@@ -26,6 +26,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from karpenter_e2e.checks import needs
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder, plugin_flag
@@ -89,8 +90,10 @@ def executed(junit: Path) -> tuple[int, int]:
 
 
 def verdict(phases: dict[str, tuple[int, Path]], from_v: str, to_v: str,
-            perf: dict | None = None) -> dict:
-    """``perf``: {"reasons": [...], "table": markdown} from perf_comparison, when compared."""
+            perf: dict | None = None, not_diffed: dict[str, list[str]] | None = None) -> dict:
+    """``perf``: {"reasons": [...], "table": markdown} from perf_comparison, when compared.
+    ``not_diffed``: examples left out of the differential, each with why (a feature a
+    release lacks): listed, neither a pass nor a failure."""
     reasons, counts = [], {}
     for name, (rc, junit) in phases.items():
         found = failures(junit)
@@ -105,7 +108,7 @@ def verdict(phases: dict[str, tuple[int, Path]], from_v: str, to_v: str,
         reasons += perf["reasons"]
     return {"from": from_v, "to": to_v, "verdict": "fail" if reasons else "pass",
             "reasons": reasons, "phases": {n: rc for n, (rc, _) in phases.items()},
-            "tests": counts, "perf": perf,
+            "tests": counts, "perf": perf, "not_diffed": not_diffed or {},
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
@@ -219,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ClusterError(f"--perf-pods {args.perf_pods}: a number of pods, or 0 to skip")
         limits = perf_comparison.parse_limits(args.perf_max_ratio, args.perf_ratios)
         check_versions(args.cluster, args.from_v, args.to_v)
+        # A team's folder FROM cannot run is a question the gate cannot answer: said now.
+        unfit = [f"{d}: {why}" for d in args.diff for why in needs.lacking(d, args.from_v, args.to_v)]
+        if unfit:
+            raise ClusterError("--diff: a folder uses what a release lacks, so its decisions "
+                               "cannot be compared: " + "; ".join(unfit))
     except (ClusterError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -259,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(args.out / "allure-results", ignore_errors=True)
     shutil.rmtree(args.out / "perf-barrier", ignore_errors=True)
     phases: dict[str, tuple[int, Path]] = {}
+    not_diffed: dict[str, list[str]] = {}
     try:
         measures = []
         for v, b in perf_backends.items():
@@ -297,12 +306,15 @@ def main(argv: list[str] | None = None) -> int:
                                             args.out / "suites.xml")
         (args.out / "diff-summary.md").unlink(missing_ok=True)
         for folder in diff_folders(args.diff, not args.no_diff_examples):
+            if why := needs.lacking(folder, args.from_v, args.to_v):
+                not_diffed[folder.name] = why  # an example showing a newer feature
+                continue
             phases[f"diff {folder.name}"] = diff_phase(folder, args, args.out)
     finally:
         for b in (backend, *perf_backends.values()):
             b.down()
     perf = compare_perf(args.out, args.from_v, args.to_v, limits) if args.perf_pods else None
-    v = verdict(phases, args.from_v, args.to_v, perf)
+    v = verdict(phases, args.from_v, args.to_v, perf, not_diffed)
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     (args.out / "verdict.md").write_text(markdown(v))
     from karpenter_e2e.rendering import allure_files

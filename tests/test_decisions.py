@@ -131,3 +131,16 @@ def test_one_writer_of_compare_files_serves_check_and_replay(tmp_path):
     assert b["compare"]["suspect"] == len([d for d in b["compare"]["differences"]
                                            if d["status"] == "suspect"]) > 0
     assert b["files"]["compare_json"] == str(tmp_path / "compare.json")
+
+
+def test_a_disruptions_reason_reads_the_same_on_releases_that_word_the_event_differently():
+    """v1.5.5's event says "Disrupting NodeClaim: Empty/Delete", v1.6.4's "...: Empty"
+    (release-diffs v1.5.5 -> v1.6.4 read that as a suspect difference)."""
+    def disrupted(message):
+        rec = recording((T0 + 2, "nodeclaims", "ADDED", claim("c1", T0 + 2, node="n1")),
+                        (T0 + 5, "events", "ADDED",
+                         event("DisruptionTerminating", "NodeClaim", "c1", T0 + 5, message)))
+        r = Record(rec, log_text=ROUND, karpenter_version="v1.5.5")
+        return decisions.record(r, judge(r)).disruptions
+    assert disrupted("Disrupting NodeClaim: Empty/Delete") == {"Empty": 1}
+    assert disrupted("Disrupting NodeClaim: Empty") == {"Empty": 1}

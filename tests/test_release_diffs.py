@@ -65,3 +65,14 @@ def test_runs_of_several_jobs_join_into_one_table_oldest_pair_first(tmp_path):
     text = (tmp_path / "out" / "release-diffs.md").read_text()
     assert text.index("| v1.13.0 -> v1.14.0 |") < text.index("| v1.14.3 -> v1.15.0 |")
     assert release_diffs.join([tmp_path / "nothing"], tmp_path / "out") == 2
+
+
+def test_a_folder_the_older_release_cannot_run_is_not_diffed_and_says_why(tmp_path):
+    from karpenter_e2e.runners.upgrade_gate import EXAMPLES
+    row = release_diffs.check_pair(EXAMPLES / "capacity-buffer", "v1.13.0", "v1.14.0", tmp_path,
+                                   "local")
+    assert row["exit"] is None and "v1.13.0 lacks CapacityBuffer" in row["not_diffed"][0]
+    assert not release_diffs.failed([row])
+    text = release_diffs.markdown({"v1.13.0 -> v1.14.0": [row]}, "Started now")
+    assert "| v1.13.0 -> v1.14.0 | 0 | 0 | 0 | 0 |" in text
+    assert "- capacity-buffer: not diffed: Karpenter v1.13.0 lacks CapacityBuffer" in text

@@ -89,3 +89,34 @@ def test_a_diff_phase_with_a_suspect_difference_fails_the_gate(tmp_path):
     v = verdict({"diff workshop-basic": (1, junit)}, "v1.14.3", "v1.15.0")
     assert v["verdict"] == "fail"
     assert v["reasons"] == ["diff workshop-basic: decisions: v1.14.3 -> v1.15.0: rounds: 1 -> 2"]
+
+
+def test_an_example_a_release_lacks_a_feature_for_is_listed_not_diffed_and_not_failed(tmp_path):
+    """The gate v1.13.0 -> v1.15.0 (2026-12-06) failed on capacity-buffer as bad input: v1.13.0
+    has no CapacityBuffer. Such an example is not diffed, and the verdict says why."""
+    from karpenter_e2e.checks import needs
+    from karpenter_e2e.runners.upgrade_gate import EXAMPLES
+    why = needs.lacking(EXAMPLES / "capacity-buffer", "v1.13.0", "v1.15.0")
+    assert len(why) == 1 and "v1.13.0 lacks CapacityBuffer" in why[0] and "v1.14.0" in why[0]
+    assert needs.lacking(EXAMPLES / "capacity-buffer", "v1.14.0", "v1.15.0") == []
+    (tmp_path / "s.xml").write_text(JUNIT_PASS)
+    v = verdict({"suites": (0, tmp_path / "s.xml")}, "v1.13.0", "v1.15.0",
+                not_diffed={"capacity-buffer": why})
+    assert v["verdict"] == "pass" and v["not_diffed"] == {"capacity-buffer": why}
+    assert "- capacity-buffer: Karpenter v1.13.0 lacks CapacityBuffer" in markdown(v)
+
+
+def test_a_teams_folder_a_release_lacks_a_feature_for_is_refused_before_anything_starts(
+        tmp_path, capsys):
+    import shutil
+
+    from karpenter_e2e.runners import upgrade_gate
+    team = tmp_path / "team"  # the workshop's folder, its pool made Balanced (v1.14.0 on)
+    shutil.copytree(upgrade_gate.EXAMPLES / "workshop-basic", team)
+    pool = team / "nodepool.yaml"
+    pool.write_text(pool.read_text().replace("WhenEmptyOrUnderutilized", "Balanced"))
+    code = upgrade_gate.main(["--from", "v1.13.0", "--to", "v1.15.0", "--diff", str(team),
+                              "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "v1.13.0 lacks consolidationPolicy Balanced" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
