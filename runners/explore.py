@@ -186,8 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shrink-budget", type=int, default=6,
                    help="most check runs spent shrinking one finding (default 6)")
     # Passed to every case's check, as check takes them.
-    backends.add_options(adder(p.add_argument), only=("cluster", "kubernetes-version"),
-                         modes=checks.MODES)
+    # cluster-name names the lanes' clusters (NAME, or NAME-0, NAME-1, ... with --jobs):
+    # explores running at once (release-diffs' pairs) must not share one.
+    backends.add_options(adder(p.add_argument), only=("cluster", "cluster-name",
+                                                      "kubernetes-version"),
+                         modes=checks.MODES, defaults={"cluster-name": "explore"})
     p.add_argument("--jobs", type=int, default=1,
                    help="cases run at once, each on clusters of its own (default 1)")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "explore")
@@ -203,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     children = Children()
     lanes: queue.Queue[Lane] = queue.Queue()
     for k in range(args.jobs):
-        lanes.put(Lane("explore" if args.jobs == 1 else f"explore-{k}", children))
+        lanes.put(Lane(args.cluster_name if args.jobs == 1 else f"{args.cluster_name}-{k}",
+                       children))
 
     def one(i: int) -> tuple:
         lane = lanes.get()

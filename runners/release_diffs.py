@@ -103,6 +103,9 @@ def explore_pair(a: str, b: str, n: int, seed: str, out: Path, cluster: str,
     name = f"{seed}-{a}-{b}"
     cmd = [*child("explore"), "--from", a, "--to", b,
            "--n", str(n), "--seed", name, "--cluster", cluster, "--out", str(where),
+           # a name of the pair's own: pairs run as parallel jobs (once, two explores met
+           # on the one default "explore" cluster and took each other's down)
+           "--cluster-name", f"rd-{a}-{b}-x".replace(".", ""),
            *(["--kubernetes-version", kube] if kube else [])]
     code = _run(cmd, where / f"{name}.log", f"explore-{a}-{b}")
     table = where / name / "explore.json"
