@@ -30,6 +30,10 @@ def markdown(pairs: dict[str, list[dict]], started: str) -> str:
                           for rel, names in r["oracles"].items() for o in names})
         broken = [f"{r['folder']} (exit {r['exit']})" for r in rows
                   if r["exit"] not in (0, 1, None)]
+        broken += [f"{r['folder']} (exit {r['exit']}, no report)" for r in rows
+                   if r.get("judged") is False]
+        broken += [f"{r['folder']} case {c['case']}" for r in rows for c in r.get("cases", [])
+                   if c["found"].startswith("no verdict")]
         diffed = sum(1 for r in rows if not r.get("not_diffed"))
         lines.append(f"| {pair} | {diffed} | {n['suspect']} | {n['expected']} | {n['noted']} | "
                      f"{'; '.join(oracles) or '–'} | {', '.join(broken) or '–'} |")

@@ -49,6 +49,9 @@ class Outcome:
     reports: str = ""
     # suspect differences whose field also differed between two runs of TO: its noise floor
     noise: list[str] = field(default_factory=list)
+    # each side wrote its check.json: exit 0 or 1 alone is no verdict (a check that crashed
+    # before judging, an import error say, exits 1 too, as an expectation failed does)
+    judged: bool = True
 
     @property
     def signature(self) -> set[str]:
@@ -60,6 +63,8 @@ class Outcome:
         parts = [f"{', '.join(n)} on {r}" for r, n in self.oracles.items() if n]
         parts += [f"suspect: {s}" for s in self.suspect]
         parts += [f"within TO's own variation: {s}" for s in self.noise][:3]
+        if not self.judged:
+            return f"no verdict (exit {self.code}, no report)"
         return "; ".join(parts) or ("clean" if self.code in (0, 1) else f"no verdict (exit {self.code})")
 
 
@@ -99,12 +104,14 @@ def reported(reports: Path) -> tuple[dict[str, list[str]], list[dict]]:
     return oracles, differences
 
 
-def read_outcome(code: int, reports: Path) -> Outcome:
-    """From a check's reports directory: each side's oracles and the suspect differences."""
+def read_outcome(code: int, reports: Path, sides: int = 2) -> Outcome:
+    """From a check's reports directory: each side's oracles and the suspect differences;
+    judged only when each of the ``sides`` wrote its report."""
     oracles, differences = reported(reports)
     return Outcome(code, oracles, [f"{d['field']}{' ' + d['key'] if d['key'] else ''}: "
                                    f"{d['a']} -> {d['b']}" for d in differences
-                                   if d["status"] == "suspect"], str(reports))
+                                   if d["status"] == "suspect"], str(reports),
+                   judged=code not in (0, 1) or len(oracles) >= sides)
 
 
 def run_case(case: explore.Case, folder: Path, args, lane: Lane) -> Outcome:
@@ -135,7 +142,7 @@ def _check(case: explore.Case | None, folder: Path, args, first: str, lane: Lane
     code = lane.children.run(Child(reports.name, cmd, reports / "check.log", cwd=ROOT))
     if code is None:
         raise Interrupted
-    return read_outcome(code, reports)
+    return read_outcome(code, reports, sides=2 if args.to_v else 1)
 
 
 def reports_of(folder: Path) -> Path:

@@ -92,7 +92,10 @@ def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str,
            "--reports-dir", str(reports)]
     code = _run(cmd, reports / "check.log", f"{a}-{b}-{folder.name}")
     oracles, differences = reported(reports)
+    # a check that crashed before judging exits 1, as a failed expectation does: a verdict
+    # needs both sides' reports
     return {"folder": folder.name, "exit": code, "reports": str(reports),
+            "judged": code not in (0, 1) or len(oracles) == 2,
             "differences": differences, "oracles": oracles}
 
 
@@ -122,7 +125,9 @@ def _run(cmd: list[str], log: Path, name: str) -> int:
 
 def failed(rows: list[dict]) -> bool:
     return any(counts([r])["suspect"] or any(r["oracles"].values())
-               or r["exit"] not in (0, 1, None) for r in rows)
+               or r["exit"] not in (0, 1, None) or r.get("judged") is False
+               or any(c["found"].startswith("no verdict") for c in r.get("cases", []))
+               for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:

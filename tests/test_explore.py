@@ -113,7 +113,7 @@ def test_an_outcome_reads_each_side_and_the_suspect_differences(tmp_path):
     assert got.suspect == ["rounds: 1 -> 2"]
     assert got.signature == {"oracle daemons-fit", "differs rounds"}
     assert got.said() == "daemons-fit on v1.15.0; suspect: rounds: 1 -> 2"
-    assert runner.read_outcome(0, tmp_path / "none").said() == "clean"
+    assert runner.read_outcome(0, tmp_path / "none").said() == "no verdict (exit 0, no report)"
 
 
 def test_a_cases_reports_live_beside_it_not_in_it(tmp_path):
@@ -186,3 +186,11 @@ def test_a_refused_case_stops_every_lane_as_a_generator_defect(monkeypatch, tmp_
     monkeypatch.setattr(runner, "_check", lambda *a, **k: runner.Outcome(runner.EXIT_BAD_INPUT))
     assert runner.main(["--from", "v1.15.0", "--n", "3", "--jobs", "2", "--seed", "t",
                         "--out", str(tmp_path)]) == 2
+
+
+def test_a_check_that_wrote_no_report_is_no_verdict_not_clean(tmp_path):
+    """exit 1 with no check.json: the check crashed (2026-12-06: the venv was being rebuilt
+    and the import of kubernetes failed); it was read as clean."""
+    got = runner.read_outcome(1, tmp_path / "none", sides=2)
+    assert not got.judged and got.said() == "no verdict (exit 1, no report)"
+    assert not got.signature

@@ -76,3 +76,17 @@ def test_a_folder_the_older_release_cannot_run_is_not_diffed_and_says_why(tmp_pa
     text = release_diffs.markdown({"v1.13.0 -> v1.14.0": [row]}, "Started now")
     assert "| v1.13.0 -> v1.14.0 | 0 | 0 | 0 | 0 |" in text
     assert "- capacity-buffer: not diffed: Karpenter v1.13.0 lacks CapacityBuffer" in text
+
+
+def test_a_check_that_crashed_before_judging_is_no_verdict_not_a_clean_pair(tmp_path):
+    """An import error in the check's child exits 1, as a failed expectation does; on
+    2026-12-06 such rows (v1.0.8 -> v1.1.5) read as 0 differences. No report, no verdict."""
+    row = {"folder": "workshop-basic", "exit": 1, "judged": False, "differences": [],
+           "oracles": {}}
+    assert release_diffs.failed([row])
+    text = release_diffs.markdown({"v1.0.8 -> v1.1.5": [row]}, "Started now")
+    assert "workshop-basic (exit 1, no report)" in text
+    case = {"folder": "explore", "exit": 0, "differences": [], "oracles": {},
+            "cases": [{"case": 0, "found": "no verdict (exit 1, no report)", "minimal": ""}]}
+    assert release_diffs.failed([case])
+    assert "explore case 0" in release_diffs.markdown({"p": [case]}, "Started now")
