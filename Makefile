@@ -78,12 +78,13 @@ e2e-aws-sim: setup
 ## --keep-cluster; pytest-helm-charts: --kubeconfig), collects its tests and runs its own
 ## scenario against a local cluster the plugin brings up and down. One venv per neighbour:
 ## pytest-kind and pytest-helm-charts both register --kubeconfig, so they refuse each other.
+## build/ goes first: setuptools reuses it, and a module moved since would ride along.
 EXAMPLE := examples/plugin-project
 EXAMPLE_NEIGHBOURS ?= pytest-kind==22.11.1 pytest-helm-charts==1.3.5
 example-plugin: build
 	for neighbour in $(EXAMPLE_NEIGHBOURS); do \
 	  echo "example-plugin: beside $$neighbour"; \
-	  rm -rf $(EXAMPLE)/.venv && $(PYTHON) -m venv $(EXAMPLE)/.venv \
+	  rm -rf build $(EXAMPLE)/.venv && $(PYTHON) -m venv $(EXAMPLE)/.venv \
 	  && $(EXAMPLE)/.venv/bin/pip install -q . "$$neighbour" \
 	  && (cd $(EXAMPLE) && .venv/bin/python -m pytest --collect-only -q \
 	      && .venv/bin/python -m pytest -v -o log_cli=true \

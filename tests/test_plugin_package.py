@@ -3,6 +3,7 @@ under the karpenter_e2e namespace, registers the pytest11 entry point, and no mo
 the top-level names (which would collide with a project's own `fixtures` or `clusters`)."""
 
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -22,6 +23,9 @@ def test_no_module_imports_the_bare_top_level_names():
 
 
 def test_the_wheel_holds_the_plugin_its_data_and_the_entry_point(tmp_path):
+    # setuptools builds in the tree and reuses build/lib: a module moved or deleted since the
+    # last build would ride along into this wheel (reports/ did, after the package moved)
+    shutil.rmtree(ROOT / "build", ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
                     "-q", "-w", str(tmp_path), str(ROOT)], check=True, timeout=300)
     wheel, = tmp_path.glob("karpenter_e2e-*.whl")
