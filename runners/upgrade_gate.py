@@ -133,12 +133,17 @@ def compare_perf(out: Path, from_v: str, to_v: str, limits: dict[str, float]) ->
             "notes": {v: run.get("notes", {}) for v, run in runs}}
 
 
+# plugin-project is a pytest project; findings/ holds explore's shrunk cases, each about the
+# releases its README names, not a workload every upgrade is judged on
+NOT_DIFFED = ("plugin-project", "findings")
+
+
 def diff_folders(chosen: list[Path], examples: bool) -> list[Path]:
     """What the differential phase checks on both releases: each --diff folder, then every
     example but plugin-project (a pytest project), as make check-examples does."""
     out = list(chosen)
     if examples:
-        out += sorted(d for d in EXAMPLES.iterdir() if d.is_dir() and d.name != "plugin-project")
+        out += sorted(d for d in EXAMPLES.iterdir() if d.is_dir() and d.name not in NOT_DIFFED)
     return out
 
 

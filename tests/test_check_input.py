@@ -21,8 +21,12 @@ EXAMPLES = REPO / "examples"
 PLUGIN_PROJECT = EXAMPLES / "plugin-project"  # a pytest project using the plugin, not a check
 
 
+FINDINGS = EXAMPLES / "findings"  # explore's shrunk cases: a check folder each
+
+
 def check_examples():
-    return sorted(p for p in EXAMPLES.iterdir() if p.is_dir() and p != PLUGIN_PROJECT)
+    return sorted([p for p in EXAMPLES.iterdir() if p.is_dir() and p not in (PLUGIN_PROJECT, FINDINGS)]
+                  + [p for p in FINDINGS.glob("*") if p.is_dir()])
 
 POOL = """apiVersion: karpenter.sh/v1
 kind: NodePool
