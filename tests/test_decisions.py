@@ -144,3 +144,12 @@ def test_a_disruptions_reason_reads_the_same_on_releases_that_word_the_event_dif
         return decisions.record(r, judge(r)).disruptions
     assert disrupted("Disrupting NodeClaim: Empty/Delete") == {"Empty": 1}
     assert disrupted("Disrupting NodeClaim: Empty") == {"Empty": 1}
+
+
+def test_the_v1_11_spread_domain_change_moves_sizing_too():
+    """examples/findings/v1.11-spread-domains: v1.11.0 -> v1.11.1 differ in instance types,
+    requests and cost as well as pending; each is that change's, cited."""
+    a, b = run("v1.11.0"), run("v1.11.1", itype="m6a.xlarge")
+    found = {(x.field, x.key): x for x in diff(a, b)}
+    assert found[("instance_types", "m6a.xlarge")].status == "expected"
+    assert "topologydomaingroup.go" in found[("instance_types", "m6a.xlarge")].why
