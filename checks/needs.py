@@ -11,6 +11,7 @@ without consolidateAfter), or a feature gate in expect.yaml's `karpenter:` block
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import yaml
@@ -22,7 +23,8 @@ _KINDS = {"CapacityBuffer": "capacity-buffer", "NodeOverlay": "node-overlay"}
 _BY_GATE = {f.gate: f.name for f in features.FEATURES.values() if f.gate}
 
 
-def features_needed(folder: Path) -> list[str]:
+@functools.cache  # a run asks once per release pair; the folder does not change under it
+def features_needed(folder: Path) -> tuple[str, ...]:
     """The features ``folder``'s check uses (names in clusters/features.py), sorted: its
     manifests, the files its steps apply among them, read as check reads them (kustomize
     rendered), and expect.yaml's `karpenter:` block. Reads only; check validates the rest."""
@@ -31,11 +33,13 @@ def features_needed(folder: Path) -> list[str]:
     for m in bundle.manifests:
         if m.kind == "NodePool":
             out |= _nodepool(m.body.get("spec") or {})
+    # the block alone, not checks.expectations.load: that module judges with the oracles
+    # (fixtures), which the runners asking this must not import; check validates the file
     expect = folder / "expect.yaml"
     settings = (yaml.safe_load(expect.read_text()) or {}).get("karpenter") or {} \
         if expect.is_file() else {}
     out |= {_BY_GATE[k] for k in settings if k in _BY_GATE}
-    return sorted(out)
+    return tuple(sorted(out))
 
 
 def _nodepool(spec: dict) -> set[str]:

@@ -18,6 +18,15 @@ def counts(rows: list[dict]) -> dict[str, int]:
     return out
 
 
+def no_verdict(r: dict) -> list[str]:
+    """What in a row reached no verdict: a check that did not end in one (its exit), one that
+    wrote no report (a crash before judging exits 1 too), an explore case that did neither."""
+    out = [f"{r['folder']} (exit {r['exit']})"] if r["exit"] not in (0, 1, None) else []
+    out += [f"{r['folder']} (exit {r['exit']}, no report)"] if r.get("judged") is False else []
+    return out + [f"{r['folder']} case {c['case']}" for c in r.get("cases", [])
+                  if c["found"].startswith("no verdict")]
+
+
 def markdown(pairs: dict[str, list[dict]], started: str) -> str:
     lines = ["# What changes between consecutive releases", "",
              f"{started}. Each release against the one before it, on the same workloads "
@@ -28,12 +37,7 @@ def markdown(pairs: dict[str, list[dict]], started: str) -> str:
         n = counts(rows)
         oracles = sorted({f"{o} on {rel} ({r['folder']})" for r in rows
                           for rel, names in r["oracles"].items() for o in names})
-        broken = [f"{r['folder']} (exit {r['exit']})" for r in rows
-                  if r["exit"] not in (0, 1, None)]
-        broken += [f"{r['folder']} (exit {r['exit']}, no report)" for r in rows
-                   if r.get("judged") is False]
-        broken += [f"{r['folder']} case {c['case']}" for r in rows for c in r.get("cases", [])
-                   if c["found"].startswith("no verdict")]
+        broken = [why for r in rows for why in no_verdict(r)]
         diffed = sum(1 for r in rows if not r.get("not_diffed"))
         lines.append(f"| {pair} | {diffed} | {n['suspect']} | {n['expected']} | {n['noted']} | "
                      f"{'; '.join(oracles) or '–'} | {', '.join(broken) or '–'} |")

@@ -49,9 +49,7 @@ class Outcome:
     reports: str = ""
     # suspect differences whose field also differed between two runs of TO: its noise floor
     noise: list[str] = field(default_factory=list)
-    # each side wrote its check.json: exit 0 or 1 alone is no verdict (a check that crashed
-    # before judging, an import error say, exits 1 too, as an expectation failed does)
-    judged: bool = True
+    judged: bool = True  # see judged(): exit 0 or 1 is a verdict only with the reports
 
     @property
     def signature(self) -> set[str]:
@@ -104,6 +102,13 @@ def reported(reports: Path) -> tuple[dict[str, list[str]], list[dict]]:
     return oracles, differences
 
 
+def judged(code: int, oracles: dict[str, list[str]], sides: int) -> bool:
+    """Whether a check that exited ``code`` reached a verdict: exit 0 or 1 only with each of
+    its ``sides``' reports (a check that crashed before judging exits 1 too, as a failed
+    expectation does)."""
+    return code not in (0, 1) or len(oracles) >= sides
+
+
 def read_outcome(code: int, reports: Path, sides: int = 2) -> Outcome:
     """From a check's reports directory: each side's oracles and the suspect differences;
     judged only when each of the ``sides`` wrote its report."""
@@ -111,7 +116,7 @@ def read_outcome(code: int, reports: Path, sides: int = 2) -> Outcome:
     return Outcome(code, oracles, [f"{d['field']}{' ' + d['key'] if d['key'] else ''}: "
                                    f"{d['a']} -> {d['b']}" for d in differences
                                    if d["status"] == "suspect"], str(reports),
-                   judged=code not in (0, 1) or len(oracles) >= sides)
+                   judged=judged(code, oracles, sides))
 
 
 def run_case(case: explore.Case, folder: Path, args, lane: Lane) -> Outcome:

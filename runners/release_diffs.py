@@ -34,11 +34,11 @@ from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder
 from karpenter_e2e.clusters.karpenter import compat
-from karpenter_e2e.rendering.release_diffs import counts, markdown
+from karpenter_e2e.rendering.release_diffs import counts, markdown, no_verdict
 from karpenter_e2e.runners import matrix
 from karpenter_e2e.runners.children import Child, run_one, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child
-from karpenter_e2e.runners.explore import reported
+from karpenter_e2e.runners.explore import judged, reported
 from karpenter_e2e.runners.upgrade_gate import diff_folders
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,10 +92,8 @@ def check_pair(folder: Path, a: str, b: str, out: Path, cluster: str,
            "--reports-dir", str(reports)]
     code = _run(cmd, reports / "check.log", f"{a}-{b}-{folder.name}")
     oracles, differences = reported(reports)
-    # a check that crashed before judging exits 1, as a failed expectation does: a verdict
-    # needs both sides' reports
     return {"folder": folder.name, "exit": code, "reports": str(reports),
-            "judged": code not in (0, 1) or len(oracles) == 2,
+            "judged": judged(code, oracles, sides=2),
             "differences": differences, "oracles": oracles}
 
 
@@ -124,9 +122,7 @@ def _run(cmd: list[str], log: Path, name: str) -> int:
 
 
 def failed(rows: list[dict]) -> bool:
-    return any(counts([r])["suspect"] or any(r["oracles"].values())
-               or r["exit"] not in (0, 1, None) or r.get("judged") is False
-               or any(c["found"].startswith("no verdict") for c in r.get("cases", []))
+    return any(counts([r])["suspect"] or any(r["oracles"].values()) or no_verdict(r)
                for r in rows)
 
 
