@@ -125,10 +125,10 @@ upgrade-gate: setup
 	$(KE2E) gate --from $(FROM) --to $(TO) $(GATE_ARGS)
 
 ## explore: generated workloads on FROM (and TO, diffed), shrunk when something is found:
-## make explore FROM=v1.14.3 TO=v1.15.0 N=3 SEED=... [KUBE=1.30] [EXPLORE_JOBS=3] (docs/differential.md)
+## make explore FROM=v1.14.3 TO=v1.15.0 N=3 SEED=... [SEEDS=found.seeds] [KUBE=1.30] [EXPLORE_JOBS=3] (docs/differential.md)
 # N and TO are soak's and the gate's too: explore takes them only from the command line
 explore: setup
-	$(KE2E) explore --from $(FROM) $(if $(filter command line,$(origin TO)),--to $(TO)) --n $(if $(filter command line,$(origin N)),$(N),3) $(if $(SEED),--seed $(SEED)) $(if $(SHRINK),--shrink-budget $(SHRINK)) $(if $(KUBE),--kubernetes-version $(KUBE)) $(if $(EXPLORE_JOBS),--jobs $(EXPLORE_JOBS))
+	$(KE2E) explore --from $(FROM) $(if $(filter command line,$(origin TO)),--to $(TO)) --n $(if $(filter command line,$(origin N)),$(N),3) $(if $(SEED),--seed $(SEED)) $(if $(SEEDS),--seeds $(SEEDS)) $(if $(SHRINK),--shrink-budget $(SHRINK)) $(if $(KUBE),--kubernetes-version $(KUBE)) $(if $(EXPLORE_JOBS),--jobs $(EXPLORE_JOBS))
 
 ## release-diffs: each served release against the one before it, every example on both,
 ## the differences joined into one table (the nightly; docs/differential.md):

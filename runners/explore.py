@@ -2,7 +2,7 @@
 (checks/explore.py), each checked on FROM (and TO), judged by the oracles and, with TO, by
 the diff of what the two releases decided (docs/differential.md).
 
-    karpenter-e2e explore --from V [--to V] [--n N] [--seed S] [--jobs J]
+    karpenter-e2e explore --from V [--to V] [--n N] [--seed S | --seeds FILE] [--jobs J]
         [--shrink-budget K] [--cluster local|aws-sim] [--out reports/explore]
 
 A case whose run finds something (an oracle failing on either release, a suspect
@@ -11,7 +11,10 @@ is still found, at most --shrink-budget runs; the smallest is written as a `chec
 with the command that reproduces it. The seed reproduces every case. A case `check` refuses
 (exit 2) is a generator defect and stops the run; a cluster that cannot be brought up
 (exit 3) is reported and the run goes on. The table is written to OUT/SEED/explore.md as each
-case ends. With --jobs J, J cases run at once, each on clusters of its own (explore-0,
+case ends, and the cases that found something to OUT/SEED/found.seeds: a seed file, which
+`--seeds FILE` runs again (on another release, say). A seed file has one run's seed per
+line, then the cases to run from it (`20261206101500 3 7`; none: --n cases from 0); `#`
+starts a comment. With --jobs J, J cases run at once, each on clusters of its own (explore-0,
 explore-1, ...): a case spends most of its time waiting on Karpenter's clock (batches,
 consolidateAfter, the settle window), not on the CPU.
 """
@@ -77,6 +80,35 @@ class Lane:
 
 class Interrupted(Exception):
     """Ctrl-C or SIGTERM stopped the run: no further check starts."""
+
+
+class SeedFileError(ValueError):
+    """A seed file that does not parse: the message names its line."""
+
+
+def read_seeds(path: Path, n: int) -> list[tuple[str, int]]:
+    """The (seed, case) pairs a seed file lists, in its order; a seed with no case listed
+    stands for cases 0..n-1."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SeedFileError(f"{path}: cannot be read ({exc.strerror})") from None
+    cases: list[tuple[str, int]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        seed, listed = words[0], words[1:]
+        for word in listed:
+            if not word.isdigit():
+                raise SeedFileError(f"{path} line {number}: {line.strip()!r}: {word!r} is not a "
+                                    "case number (0, 1, ...); a line is SEED [CASE ...]")
+        for i in [int(w) for w in listed] or range(n):
+            if (seed, i) not in cases:
+                cases.append((seed, i))
+    if not cases:
+        raise SeedFileError(f"{path}: no case in it (a line is SEED [CASE ...])")
+    return cases
 
 
 class GeneratorDefect(Exception):
@@ -194,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--to", dest="to_v", default=None, help="also run each case on this release "
                                                            "and diff what the two decided")
     p.add_argument("--n", type=int, default=3, help="cases to generate (default 3)")
-    p.add_argument("--seed", default=None, help="reproduces the run (default: the time)")
+    seeds = p.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", default=None, help="reproduces the run (default: the time)")
+    seeds.add_argument("--seeds", type=Path, default=None,
+                       help="a seed file: the cases to run again (one SEED [CASE ...] a line)")
     p.add_argument("--shrink-budget", type=int, default=6,
                    help="most check runs spent shrinking one finding (default 6)")
     # Passed to every case's check, as check takes them.
@@ -211,7 +246,14 @@ def main(argv: list[str] | None = None) -> int:
         print("explore: --n and --jobs must be 1 or more, --shrink-budget 0 or more",
               file=sys.stderr)
         return 2
-    seed = args.seed or time.strftime("%Y%m%d%H%M%S")
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    try:
+        cases = read_seeds(args.seeds, args.n) if args.seeds else \
+            [(args.seed or stamp, i) for i in range(args.n)]
+    except SeedFileError as exc:
+        print(f"explore: {exc}", file=sys.stderr)
+        return 2
+    seed = f"seeds-{stamp}" if args.seeds else cases[0][0]
     out = args.out / seed
     out.mkdir(parents=True, exist_ok=True)
     sigterm_as_ctrl_c()
@@ -221,16 +263,17 @@ def main(argv: list[str] | None = None) -> int:
         lanes.put(Lane(args.cluster_name if args.jobs == 1 else f"{args.cluster_name}-{k}",
                        children))
 
-    def one(i: int) -> tuple:
+    def one(run: str, i: int) -> tuple:
         lane = lanes.get()
         try:
-            return explore_case(seed, i, out, args, lane)
+            return explore_case(run, i, out / (f"{run}-case-{i}" if args.seeds else f"case-{i}"),
+                                args, lane)
         finally:
             lanes.put(lane)
 
     rows: list[tuple] = []
     with children.stopped_by_signals("explore"), ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(one, i) for i in range(args.n)]
+        futures = [pool.submit(one, run, i) for run, i in cases]
         try:
             for done in as_completed(futures):
                 rows = sorted([*rows, done.result()])
@@ -245,26 +288,27 @@ def main(argv: list[str] | None = None) -> int:
             print(f"explore: {exc}: a generator defect", file=sys.stderr)
             return 2
     print((out / "explore.md").read_text())
-    return 1 if any(minimal for _, _, _, minimal, _, _ in rows) else 0
+    return 1 if any(minimal for _, _, _, _, minimal, _, _ in rows) else 0
 
 
-def explore_case(seed: str, i: int, out: Path, args, lane: Lane) -> tuple:
-    """Case ``i``: run, and shrunk if it found something; its row of the table."""
+def explore_case(seed: str, i: int, home: Path, args, lane: Lane) -> tuple:
+    """Case ``i`` of ``seed``, in the folder ``home``: run, and shrunk if it found something;
+    its row of the table."""
     case = explore.generate(seed, i)
     print(f"explore: case {i} (seed {seed}, {lane.cluster}): {case.describe()}", flush=True)
     started = time.monotonic()
-    got = run_case(case, out / f"case-{i}" / "case", args, lane)
+    got = run_case(case, home / "case", args, lane)
     if got.code == EXIT_BAD_INPUT:
-        raise GeneratorDefect(f"check refused case {i} ({out}/case-{i}/case.reports/check.log)")
+        raise GeneratorDefect(f"check refused case {i} of {seed} ({home}/case.reports/check.log)")
     minimal, runs = "", 0
     if got.signature:
-        small, runs = shrink(case, got, out / f"case-{i}" / "case", args, lane)
-        folder = explore.write(small, out / f"case-{i}" / "minimal")
+        small, runs = shrink(case, got, home / "case", args, lane)
+        folder = explore.write(small, home / "minimal")
         (folder / "README.md").write_text(
             f"# explore {seed}, case {i}: {got.said()}\n\n{small.describe()}\n\n"
             f"Reproduce:\n\n    {' '.join(reproduce(folder, args)[1:])}\n")
         minimal = str(folder)
-    return (i, case.describe(), got.said(), minimal, runs, time.monotonic() - started)
+    return (seed, i, case.describe(), got.said(), minimal, runs, time.monotonic() - started)
 
 
 def _write_table(out: Path, seed: str, args, rows) -> None:
@@ -272,14 +316,17 @@ def _write_table(out: Path, seed: str, args, rows) -> None:
              f"{len(rows)} case(s); reproduce with `make explore FROM={args.from_v}"
              + (f" TO={args.to_v}" if args.to_v else "")
              + (f" KUBE={args.kubernetes_version}" if args.kubernetes_version else "")
-             + f" N={args.n} SEED={seed}`.", "",
+             + (f" SEEDS={args.seeds}`." if args.seeds else f" N={args.n} SEED={seed}`."), "",
              "| case | what | found | minimal | shrink runs | s |", "|---|---|---|---|---|---|"]
-    lines += [f"| {i} | {what} | {said} | {minimal or '–'} | {runs} | {s:.0f} |"
-              for i, what, said, minimal, runs, s in rows]
+    lines += [f"| {f'{run}/{i}' if args.seeds else i} | {what} | {said} | {minimal or '–'} "
+              f"| {runs} | {s:.0f} |" for run, i, what, said, minimal, runs, s in rows]
     (out / "explore.md").write_text("\n".join(lines) + "\n")
     (out / "explore.json").write_text(json.dumps(
-        {"seed": seed, "from": args.from_v, "to": args.to_v, "n": args.n,
-         "kubernetes": args.kubernetes_version,
-         "cases": [{"case": i, "what": what, "found": said, "minimal": minimal,
+        {"seed": seed, "seeds": str(args.seeds) if args.seeds else None, "from": args.from_v,
+         "to": args.to_v, "n": args.n, "kubernetes": args.kubernetes_version,
+         "cases": [{"seed": run, "case": i, "what": what, "found": said, "minimal": minimal,
                     "shrink_runs": runs, "seconds": round(s)}
-                   for i, what, said, minimal, runs, s in rows]}, indent=1))
+                   for run, i, what, said, minimal, runs, s in rows]}, indent=1))
+    # The cases that found something, as a seed file: --seeds runs them again.
+    (out / "found.seeds").write_text("".join(
+        f"{run} {i}  # {' '.join(said.split())}\n" for run, i, _, said, minimal, _, _ in rows if minimal))

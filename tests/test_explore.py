@@ -194,3 +194,48 @@ def test_a_check_that_wrote_no_report_is_no_verdict_not_clean(tmp_path):
     got = runner.read_outcome(1, tmp_path / "none", sides=2)
     assert not got.judged and got.said() == "no verdict (exit 1, no report)"
     assert not got.signature
+
+
+def test_a_seed_file_lists_cases_and_a_bare_seed_stands_for_n_of_them(tmp_path):
+    seeds = tmp_path / "found.seeds"
+    seeds.write_text("# from the nightly\n20261206 3 7  # found: suspect\n\nother\n20261206 3\n")
+    assert runner.read_seeds(seeds, 2) == [("20261206", 3), ("20261206", 7), ("other", 0),
+                                           ("other", 1)]
+
+
+@pytest.mark.parametrize("text, said", [
+    ("ok 1\nbad x\n", "line 2: 'bad x': 'x' is not a case number"),
+    ("ok -1\n", "line 1: 'ok -1': '-1' is not a case number"),
+    ("# nothing\n\n", "no case in it"),
+])
+def test_a_seed_file_that_does_not_parse_is_refused_with_its_line(tmp_path, capsys, text, said):
+    seeds = tmp_path / "bad.seeds"
+    seeds.write_text(text)
+    assert runner.main(["--from", "v1.15.0", "--seeds", str(seeds), "--out", str(tmp_path)]) == 2
+    assert said in capsys.readouterr().err
+    missing = runner.main(["--from", "v1.15.0", "--seeds", str(tmp_path / "none"),
+                           "--out", str(tmp_path)])
+    assert missing == 2 and "cannot be read" in capsys.readouterr().err
+
+
+def test_found_cases_are_written_as_a_seed_file_that_runs_them_again(monkeypatch, tmp_path):
+    """A run's found.seeds lists the cases that found something; --seeds runs exactly those
+    (each in SEED-case-I/) and nothing else."""
+    ran = []
+
+    def fake(case, folder, args, first, lane, reports=None):
+        ran.append(folder.parent.name)
+        return runner.Outcome(1, {"v1.15.0": ["no-pod-ignored"]} if case.seed.endswith("/1")
+                              else {"v1.15.0": []})
+    monkeypatch.setattr(runner, "_check", fake)
+    monkeypatch.setattr(runner, "shrink", lambda case, got, folder, args, lane: (case, 0))
+    assert runner.main(["--from", "v1.15.0", "--n", "3", "--seed", "s", "--out",
+                        str(tmp_path)]) == 1
+    found = tmp_path / "s" / "found.seeds"
+    assert found.read_text().startswith("s 1  # no-pod-ignored on v1.15.0")
+    ran.clear()
+    assert runner.main(["--from", "v1.15.0", "--seeds", str(found), "--out",
+                        str(tmp_path / "again")]) == 1
+    assert ran == ["s-case-1"]
+    (table,) = (tmp_path / "again").glob("seeds-*/explore.json")
+    assert [(c["seed"], c["case"]) for c in json.loads(table.read_text())["cases"]] == [("s", 1)]
