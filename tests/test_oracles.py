@@ -76,6 +76,49 @@ def test_a_decision_after_the_bound_is_too_late_and_a_pod_waiting_less_is_not_ju
     assert findings(young) == []
 
 
+def round_line(t, pods, took=0.2):
+    """Karpenter's log line for a scheduling round that planned NodeClaims, ending at ``t``."""
+    stamp = __import__("datetime").datetime.fromtimestamp(t, __import__("datetime").timezone.utc)
+    return json.dumps({"level": "INFO", "time": stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+                       "message": "found provisionable pod(s)", "Pods": pods,
+                       "duration": f"{took * 1000:.0f}ms"})
+
+
+def _many(n, at=T0 + 1):
+    return [(at, "pods", "ADDED", pod(f"w{i}", at, sched=UNSCHED)) for i in range(n)]
+
+
+def test_a_round_that_took_a_pod_is_its_decision_though_the_rate_limiter_ate_its_event():
+    """explore, v1.6.4 (2026-12-06): 21 pods planned in one round, the log naming 5 "and 16
+    other(s)"; two pods got neither a Nominated event (PodNominationRateLimiter, 5/s burst 10)
+    nor the node planned for them, and were read as ignored."""
+    named = ", ".join(f"ns/w{i}" for i in range(5))
+    covered = round_line(T0 + 3, f"{named} and 7 other(s)")
+    assert findings(recording(*_many(12)), log_text=covered) == []
+    complete = round_line(T0 + 3, ", ".join(f"ns/w{i}" for i in range(12)))
+    assert findings(recording(*_many(12)), log_text=complete) == []
+
+
+def test_a_round_does_not_decide_the_pods_it_could_not_have_taken():
+    named = ", ".join(f"ns/w{i}" for i in range(5))
+    short = judge(Record(recording(*_many(12)), log_text=round_line(T0 + 3,
+                                                                     f"{named} and 3 other(s)")))
+    # 8 taken of 12 waiting: only the 5 it names are known to be taken
+    assert [f.oracle for f in short.findings] == ["no-pod-ignored"]
+    assert short.findings[0].what.startswith("7 pending pod(s)")
+    left = judge(Record(recording(*_many(3)), log_text=round_line(T0 + 3, "ns/w0, ns/w1")))
+    assert [e.split(":")[0] for e in left.findings[0].evidence] == ["w2"]
+    # a round that began before the pods waited took other pods, not these
+    early = round_line(T0 + 0.5, "ns/x0, ns/x1, ns/x2", took=0.1)
+    assert findings(recording(*_many(3)), log_text=early) == ["no-pod-ignored"]
+
+
+def test_a_round_after_the_bound_is_a_late_decision():
+    """What the pod-trigger-delayed mutant does: the pods' round comes 25 s late."""
+    late = round_line(T0 + 3 + DECISION_BOUND_S, "ns/w0, ns/w1")
+    assert findings(recording(*_many(2), end=T0 + 120), log_text=late) == ["no-pod-ignored"]
+
+
 def test_a_pod_without_an_event_decided_by_the_nodeclaim_it_lands_on():
     """Karpenter rate-limits Nominated events: the NodeClaim a pod lands on is the decision."""
     def case(claim_at):
