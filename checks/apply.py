@@ -18,7 +18,14 @@ from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 from karpenter_e2e.checks.manifests import NODECLASSES, WORKLOADS, Manifest, ManifestError
 from karpenter_e2e.clusters.api.kube import NODECLAIM, Kube, api_message, if_found
 from karpenter_e2e.clusters.api.labels import NODEPOOL as NODEPOOL_LABEL
-from karpenter_e2e.clusters.api.waits import DEFAULTS, Observation, eventually
+from karpenter_e2e.clusters.api.waits import (
+    DEFAULTS,
+    Observation,
+    WaitTimeout,
+    eventually,
+    transient,
+)
+from karpenter_e2e.clusters.errors import ClusterError
 
 log = logging.getLogger("karpenter_e2e.check")
 
@@ -45,10 +52,11 @@ class Applier:
 
     def _apply(self, m: Manifest, dry_run: bool) -> None:
         resource = self._resource(m)
-        self.dyn.server_side_apply(resource, body=self._labelled(m), namespace=m.namespace,
-                                   field_manager=FIELD_MANAGER, force_conflicts=True,
-                                   dry_run="All" if dry_run else None, _request_timeout=30,
-                                   query_params=[("fieldValidation", STRICT)])
+        sent(f"{m.kind} {m.name}", lambda: self.dyn.server_side_apply(
+            resource, body=self._labelled(m), namespace=m.namespace,
+            field_manager=FIELD_MANAGER, force_conflicts=True,
+            dry_run="All" if dry_run else None, _request_timeout=30,
+            query_params=[("fieldValidation", STRICT)]))
 
     def _labelled(self, m: Manifest) -> dict:
         body = dict(m.body)
@@ -57,9 +65,10 @@ class Applier:
         return body
 
     def _create_dry_run(self, m: Manifest, validation: str) -> None:
-        self.dyn.create(self._resource(m), body=self._labelled(m), namespace=m.namespace,
-                        dry_run="All", _request_timeout=30,
-                        query_params=[("fieldValidation", validation)])
+        resource = self._resource(m)
+        sent(f"{m.kind} {m.name}", lambda: self.dyn.create(
+            resource, body=self._labelled(m), namespace=m.namespace, dry_run="All",
+            _request_timeout=30, query_params=[("fieldValidation", validation)]))
 
     def dry_run(self, manifests: list[Manifest]) -> None:
         """Every document through the API server without persisting it (namespaces are
@@ -167,7 +176,8 @@ class Applier:
         group = body["spec"]["group"]
         if not self.kube.crd_established(name):
             try:
-                self.kube.apiext.create_custom_resource_definition(body, _request_timeout=30)
+                sent(f"CRD {name}", lambda: self.kube.apiext.create_custom_resource_definition(
+                    body, _request_timeout=30))
             except ApiException as exc:
                 if exc.status != 409:  # another check on this cluster installed it just now
                     raise
@@ -177,9 +187,9 @@ class Applier:
         for m in manifests:
             version = m.body["apiVersion"].rpartition("/")[2]
             def create(m=m, version=version, validation=STRICT):
-                self.kube.custom.create_cluster_custom_object(
+                sent(f"{m.kind} {m.name}", lambda: self.kube.custom.create_cluster_custom_object(
                     group, version, names["plural"], m.body, dry_run="All",
-                    field_validation=validation, _request_timeout=30)
+                    field_validation=validation, _request_timeout=30))
             try:
                 create()
             except ApiException as exc:
@@ -223,6 +233,33 @@ class Applier:
 
         eventually(gone, what="every NodeClaim and the check's namespaces to be gone after "
                               "its objects were deleted", timeout=DEFAULTS.cleanup)
+
+
+def sent(what: str, write) -> None:
+    """One write to the API server. Its refusal of the document (4xx) is raised at once: the
+    answer about the manifest. A 429, a 5xx or a dropped connection is the API server's load,
+    not the manifest's fault: retried as any wait's "not yet" (the one rule,
+    clusters.api.waits), and if it lasts the API deadline, a ClusterError (no verdict), never
+    bad input."""
+    answer: list[BaseException] = []
+
+    def attempt() -> Observation:
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - sorted just below
+            if transient(exc, writing=True):
+                raise
+            answer.append(exc)
+        return Observation(True, "answered")
+
+    try:
+        eventually(attempt, what=f"the API server to take {what}", timeout=DEFAULTS.api,
+                   poll=0.5)
+    except WaitTimeout as exc:
+        raise ClusterError(f"the API server did not take {what} for {DEFAULTS.api:.0f}s, "
+                           f"refusing it as overloaded or failing: {exc}") from None
+    if answer:
+        raise answer[0]
 
 
 def _unknown_fields(exc) -> bool:
