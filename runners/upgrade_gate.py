@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from karpenter_e2e.checks import needs
+from karpenter_e2e.checks.examples import check_folders
 from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import adder, plugin_flag
@@ -133,18 +134,10 @@ def compare_perf(out: Path, from_v: str, to_v: str, limits: dict[str, float]) ->
             "notes": {v: run.get("notes", {}) for v, run in runs}}
 
 
-# plugin-project is a pytest project; findings/ holds explore's shrunk cases, each about the
-# releases its README names, not a workload every upgrade is judged on
-NOT_DIFFED = ("plugin-project", "findings")
-
-
 def diff_folders(chosen: list[Path], examples: bool) -> list[Path]:
     """What the differential phase checks on both releases: each --diff folder, then every
-    example but plugin-project (a pytest project), as make check-examples does."""
-    out = list(chosen)
-    if examples:
-        out += sorted(d for d in EXAMPLES.iterdir() if d.is_dir() and d.name not in NOT_DIFFED)
-    return out
+    example that is a check folder (checks.examples), as make check-examples does."""
+    return list(chosen) + (check_folders(EXAMPLES) if examples else [])
 
 
 def diff_phase(folder: Path, args, out: Path) -> tuple[int, Path]:

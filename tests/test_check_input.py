@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from karpenter_e2e.checks import expectations, manifests, observe
+from karpenter_e2e.checks.examples import check_folders
 from karpenter_e2e.checks.expectations import ExpectError
 from karpenter_e2e.checks.manifests import Manifest, ManifestError
 from karpenter_e2e.checks.observe import NodeView, NotCreated, PodView, PoolView, Snapshot
@@ -18,15 +19,22 @@ from karpenter_e2e.checks.run import plan
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
-PLUGIN_PROJECT = EXAMPLES / "plugin-project"  # a pytest project using the plugin, not a check
-
-
 FINDINGS = EXAMPLES / "findings"  # explore's shrunk cases: a check folder each
 
 
 def check_examples():
-    return sorted([p for p in EXAMPLES.iterdir() if p.is_dir() and p not in (PLUGIN_PROJECT, FINDINGS)]
-                  + [p for p in FINDINGS.glob("*") if p.is_dir()])
+    return check_folders() + check_folders(FINDINGS)
+
+
+def test_every_example_is_a_check_folder_a_pytest_project_or_a_folder_of_check_folders():
+    """check-examples and the gate run the folders with an expect.yaml: an example added
+    without one must be one of the other two kinds, not skipped by mistake."""
+    for d in (p for p in EXAMPLES.iterdir() if p.is_dir() and p not in check_folders()):
+        subs = [s for s in d.iterdir() if s.is_dir()]
+        assert (d / "pytest.ini").is_file() or (subs and all(
+            s in check_folders(d) for s in subs)), f"{d}: no expect.yaml"
+    make = (REPO / "Makefile").read_text()
+    assert "for f in examples/*/expect.yaml" in make  # check-examples: the same rule
 
 POOL = """apiVersion: karpenter.sh/v1
 kind: NodePool
