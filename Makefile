@@ -92,12 +92,12 @@ example-plugin: build
 	done
 
 ## lint: static checks: ruff (pyflakes, pycodestyle, isort, bugbear, ...), mypy (strict for
-## clusters.api.waits, clusters.api.kube, fixtures.expect) and lint-imports (the layers'
-## contracts); settings in pyproject.toml. mypy finds karpenter_e2e by path (its symlinked
-## layers), so it needs no install of the project. A second mypy pass checks the code that
-## imports the package from outside it (the suites, the example project), so a name moved or
-## renamed in the package fails here rather than at collection time; it checks every scenario
-## body too (--check-untyped-defs: a test function has no annotations).
+## clusters.api.waits, clusters.api.kube, clusters.karpenter.settled, fixtures.expect) and
+## lint-imports (the layers' contracts); settings in pyproject.toml. mypy finds karpenter_e2e
+## by path (its symlinked layers), so it needs no install of the project. A second mypy pass
+## checks the code that imports the package from outside it (the suites, the example project),
+## so a name moved or renamed in the package fails here rather than at collection time; it
+## checks every scenario body too (--check-untyped-defs: a test function has no annotations).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy

@@ -10,7 +10,7 @@ from karpenter_e2e.clusters.karpenter import clock
 def test_the_derived_bounds_keep_the_values_they_were_measured_with():
     assert {name: getattr(clock, name) for name in (
         "DISRUPTION_ROUND_S", "DISRUPTION_TOLERANCE_S", "DISRUPTION_ACT_S", "SETTLE_MARGIN_S",
-        "NEXT_BATCH_S", "NOMINATION_WINDOW_S", "DECISION_BOUND_S")} == {
+        "NEXT_BATCH_S", "NOMINATION_WINDOW_S", "DECISION_BOUND_S", "SETTLE_QUIET_S")} == {
         "DISRUPTION_ROUND_S": 25,  # a 10 s poll + the 15 s validation
         "DISRUPTION_TOLERANCE_S": 35,  # + a KWOK node's termination
         "DISRUPTION_ACT_S": 45,  # + what a busy 2-core machine adds (disruption-controls)
@@ -18,6 +18,7 @@ def test_the_derived_bounds_keep_the_values_they_were_measured_with():
         "NEXT_BATCH_S": 20,  # two batches of at most 10 s
         "NOMINATION_WINDOW_S": 20,
         "DECISION_BOUND_S": 20,
+        "SETTLE_QUIET_S": 10,  # one batch (the suites' and check's settle waits)
     }
 
 
