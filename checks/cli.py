@@ -103,6 +103,11 @@ def parser() -> argparse.ArgumentParser:
                         "Kubernetes release and catalogue; --kubernetes-version must then be "
                         "inside both releases' ranges) and diff what the two decided "
                         "(docs/differential.md); a suspect difference fails the check")
+    p.add_argument("--floor-of", type=Path, default=None, metavar="REPORTS",
+                   help="with --compare-version run on one release twice (a noise floor): the "
+                        "reports of an earlier --compare-version check of DIR whose second side "
+                        "ran that release too; compare.json's varies lists the fields that "
+                        "differ between two of the three runs (explore's floor)")
     p.add_argument("--keep-cluster", action="store_true",
                    help="reuse a running cluster of that name and leave it up (emptied of the "
                         "check's objects) at the end")
@@ -130,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.patch is not None:
         return _bad_input(args, "--patch changes a replayed snapshot: it needs --snapshot DIR "
                                 "(a folder's changes are steps: docs/check.md)")
+    if args.floor_of is not None and (not args.compare_version or not any(
+            args.floor_of.glob("runs/check-*/compare.json"))):
+        return _bad_input(args, f"--floor-of {args.floor_of}: needs --compare-version and the "
+                                "reports of an earlier --compare-version check (a "
+                                "runs/check-*/compare.json in it)")
     if args.snapshot_window is not None:
         try:
             if args.snapshot_out is None or not _snapshot_window(args):
@@ -221,7 +231,8 @@ def _main(args, base: Base | None) -> int:
         return EXIT_CLUSTER
     try:
         if first is not None:
-            report.write_comparison(first[1], result, "What the two releases decided")
+            report.write_comparison(first[1], result, "What the two releases decided",
+                                    floor_of=args.floor_of)
         _outputs(args, base, pair, result)
     except Exception as exc:  # noqa: BLE001 - as above: exit 1 would read "expectation failed"
         logging.getLogger("karpenter_e2e.check").exception("writing the outputs broke")

@@ -292,10 +292,15 @@ def _oracles(verdict: dict | None) -> list[str]:
     return out + [""]
 
 
-def write_comparison(a: dict, b: dict, title: str) -> str:
+def write_comparison(a: dict, b: dict, title: str, floor_of: Path | None = None) -> str:
     """compare.md and compare.json beside the second side's report (``b``'s json file): what
     each side decided (their ``decisions``), and the diff; ``b`` gains ``compare`` and the two
-    files. Returns the markdown. check --compare-version and a replay's both write it."""
+    files. Returns the markdown. check --compare-version and a replay's both write it.
+
+    ``floor_of`` (check --floor-of, explore's noise floor: both sides ran one release): an
+    earlier comparison's reports whose second side ran that release too; compare.json's
+    ``varies`` lists the fields that differ between two of that release's runs, these two and
+    the earlier one (varies_between)."""
     from karpenter_e2e.fixtures import decisions
     da, db = (decisions.Decisions.from_dict(r["decisions"]) for r in (a, b))
     found = decisions.diff(da, db)
@@ -304,8 +309,34 @@ def write_comparison(a: dict, b: dict, title: str) -> str:
     b["compare"] = {"a": da.to_dict(), "b": db.to_dict(), "a_files": a["files"],
                     "differences": [d.to_dict() for d in found],
                     "suspect": len(decisions.suspects(found))}
+    if floor_of is not None:
+        runs = [r for r in [*earlier_seconds(floor_of), da, db] if r.release == db.release]
+        varies = sorted(varies_between(runs))
+        b["compare"].update(floor_of=str(floor_of), varies=varies)
+        text += (f"\nBetween two of {db.release}'s {len(runs)} runs (these and {floor_of}'s "
+                 f"second side), beyond tolerance: {', '.join(varies) or 'nothing'}.\n")
     (out / "compare.md").write_text(text)
     (out / "compare.json").write_text(json.dumps(b["compare"], indent=1, default=str))
     b["files"].update({"compare_markdown": str(out / "compare.md"),
                        "compare_json": str(out / "compare.json")})
     return text
+
+
+def earlier_seconds(reports: Path) -> list:
+    """The second sides' decision records (--compare-version's release) in the compare.json
+    files an earlier check wrote into ``reports``; none without them."""
+    from karpenter_e2e.fixtures.decisions import Decisions
+    return [Decisions.from_dict(json.loads(path.read_text())["b"])
+            for path in sorted(Path(reports).glob("runs/check-*/compare.json"))]
+
+
+def varies_between(runs: list) -> set[str]:
+    """The fields on which two of ``runs`` (decision records of one release) differ beyond
+    the diff's tolerance, every pair of them. One pair alone misses an either-or about half
+    the time: v1.11.2 -> v1.12.0's explore case 0 kept a c6g.2xlarge ($0.408/h) or not
+    ($0.204/h) as the ReplicaSet's scale-in kept its do-not-disrupt pod or not
+    (records/release-diffs-20261206.md); its floor drew $0.408 twice, the comparison's
+    v1.12.0 run $0.204."""
+    from karpenter_e2e.fixtures import decisions
+    return {d.field for i, x in enumerate(runs) for y in runs[i + 1:]
+            for d in decisions.suspects(decisions.diff(x, y))}

@@ -39,7 +39,7 @@ from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child
 
 ROOT = Path(__file__).resolve().parent.parent
-EXIT_BAD_INPUT, EXIT_CLUSTER = 2, 3
+EXIT_BAD_INPUT, EXIT_CLUSTER, EXIT_INTERRUPTED = 2, 3, 130  # check's (checks/cli.py)
 
 
 @dataclass
@@ -52,6 +52,8 @@ class Outcome:
     reports: str = ""
     # suspect differences whose field also differed between two runs of TO: its noise floor
     noise: list[str] = field(default_factory=list)
+    # a floor's (check --floor-of): the fields that differ between two of TO's three runs
+    varies: list[str] = field(default_factory=list)
     judged: bool = True  # see judged(): exit 0 or 1 is a verdict only with the reports
 
     @property
@@ -129,9 +131,12 @@ def reported(reports: Path) -> tuple[dict[str, list[str]], list[dict]]:
         release = (result.get("decisions") or {}).get("release") or path.parent.name
         oracles[release] = sorted({f["oracle"] for f in
                                    (result.get("oracles") or {}).get("findings") or []})
-    differences = [d for path in reports.glob("runs/check-*/compare.json")
-                   for d in json.loads(path.read_text())["differences"]]
+    differences = [d for compared in _compared(reports) for d in compared["differences"]]
     return oracles, differences
+
+
+def _compared(reports: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(reports.glob("runs/check-*/compare.json"))]
 
 
 def judged(code: int, oracles: dict[str, list[str]], sides: int) -> bool:
@@ -148,24 +153,27 @@ def read_outcome(code: int, reports: Path, sides: int = 2) -> Outcome:
     return Outcome(code, oracles, [f"{d['field']}{' ' + d['key'] if d['key'] else ''}: "
                                    f"{d['a']} -> {d['b']}" for d in differences
                                    if d["status"] == "suspect"], str(reports),
-                   judged=judged(code, oracles, sides))
+                   judged=judged(code, oracles, sides),
+                   varies=sorted({f for c in _compared(reports) for f in c.get("varies") or []}))
 
 
 def run_case(case: explore.Case, folder: Path, args, lane: Lane) -> Outcome:
     """The case on FROM and TO; when they differ, TO against itself too: a field that also
-    varies between two runs of TO is that workload's noise, not the release's."""
+    varies between two runs of TO is that workload's noise, not the release's. The runs of
+    TO are three: the floor's two and the comparison's own TO side, which the floor's check
+    diffs its two with (--floor-of): one pair alone misses an either-or about half the time."""
     got = _check(case, folder, args, args.from_v, lane)
     if args.to_v and got.suspect and got.code != EXIT_BAD_INPUT:
         floor = _check(None, folder, args, args.to_v, lane,
-                       reports=folder.with_name(folder.name + ".floor"))
-        varies = {field_of(s) for s in floor.suspect}
+                       reports=folder.with_name(folder.name + ".floor"), floor_of=got.reports)
+        varies = {field_of(s) for s in floor.suspect} | set(floor.varies)
         got.noise = [s for s in got.suspect if field_of(s) in varies]
         got.suspect = [s for s in got.suspect if s not in got.noise]
     return got
 
 
 def _check(case: explore.Case | None, folder: Path, args, first: str, lane: Lane,
-           reports: Path | None = None) -> Outcome:
+           reports: Path | None = None, floor_of: str = "") -> Outcome:
     """``check`` on the case's folder (manifests only: check reads every YAML file under it),
     its reports and log beside it in FOLDER.reports/, as the person reproducing it would run it."""
     reports = reports or reports_of(folder)
@@ -174,10 +182,14 @@ def _check(case: explore.Case | None, folder: Path, args, first: str, lane: Lane
             shutil.rmtree(old)
     if case is not None:
         explore.write(case, folder)
-    cmd = reproduce(folder, args, first, reports, lane.cluster)
+    cmd = reproduce(folder, args, first, reports, lane.cluster) + \
+        (["--floor-of", floor_of] if floor_of else [])
     print("$", " ".join(cmd), flush=True)
     code = lane.children.run(Child(reports.name, cmd, reports / "check.log", cwd=ROOT))
-    if code is None:
+    # Not started, or stopped by the run's Ctrl-C or SIGTERM (check exits 130): no result.
+    # Read as one, a floor stopped so was a floor that found nothing varying (explore
+    # v1.11.2 -> v1.12.0, case 0: shrink-6 kept, and written as the minimal case, on it).
+    if code is None or code == EXIT_INTERRUPTED or lane.children.interrupted.is_set():
         raise Interrupted
     return read_outcome(code, reports, sides=2 if args.to_v else 1)
 
