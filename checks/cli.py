@@ -3,9 +3,10 @@ what Karpenter does with your own NodePools and workloads, on a fresh local (or 
 cluster. With `--base REF` (a folder, or a git ref whose copy of DIR is compared), the base
 is checked first on the same cluster, then DIR, and the report says what changed, base ->
 head, per NodePool and workload; the exit code is the head's. With `--compare-version B`,
-DIR (and its base) is checked on --karpenter-version and then on B, on clusters of the same
-Kubernetes release, and the report diffs what each release decided: every difference
-expected (a behaviour change between them, cited) or suspect.
+DIR (and its base) is checked on --karpenter-version and on B side by side, each on its own
+cluster of the same Kubernetes release (their progress lines begin with the release), and
+the report diffs what each release decided: every difference expected (a behaviour change
+between them, cited) or suspect.
 
 A DIR with a kustomization.yaml is rendered with `kubectl kustomize DIR` (the harness's own
 kubectl) and what it renders is checked. ${NAME} and $NAME are filled in, as envsubst does,
@@ -34,12 +35,15 @@ code; a CI job that gates on it calls `karpenter-e2e check` itself.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import logging
 import sys
+import tempfile
 from pathlib import Path
 
-from karpenter_e2e.checks import MODES, baseline, diff, manifests, report, variables
+from karpenter_e2e.checks import MODES, baseline, diff, manifests, report, sides, variables
 from karpenter_e2e.checks.baseline import Base, BaseError
 from karpenter_e2e.checks.expectations import ExpectError
 from karpenter_e2e.checks.manifests import ManifestError
@@ -99,10 +103,11 @@ def parser() -> argparse.ArgumentParser:
         "karpenter-setting"), defaults={"cluster-name": "karpenter-check",
                                         "karpenter-version": None, "catalogue": None})
     p.add_argument("--compare-version", default=None, metavar="VERSION",
-                   help="also check DIR on this Karpenter release (a second cluster, the same "
-                        "Kubernetes release and catalogue; --kubernetes-version must then be "
-                        "inside both releases' ranges) and diff what the two decided "
-                        "(docs/differential.md); a suspect difference fails the check")
+                   help="also check DIR on this Karpenter release, at the same time (a "
+                        "second cluster, NAME-b, the same Kubernetes release and catalogue; "
+                        "--kubernetes-version must then be inside both releases' ranges) and "
+                        "diff what the two decided (docs/differential.md); a suspect "
+                        "difference fails the check")
     p.add_argument("--floor-of", type=Path, default=None, metavar="REPORTS",
                    help="with --compare-version run on one release twice (a noise floor): the "
                         "reports of an earlier --compare-version check of DIR whose second side "
@@ -208,11 +213,11 @@ def _main(args, base: Base | None) -> int:
     kept = "emptied" if args.keep_cluster else "taken down"
     first = None
     try:
-        if other is not None:  # the --karpenter-version side first; its outputs as usual
-            first = _side(args, base, base_plan, base_note, the_plan, backend)
-            _outputs(args, base, first[0], first[1], summary_file=False)
-            backend = other
-        pair, result = _side(args, base, base_plan, base_note, the_plan, backend)
+        if other is not None:  # both releases at once; the first side's outputs as usual
+            first, (pair, result) = _side_by_side(args, base, base_plan, base_note, the_plan,
+                                                  (backend, other))
+        else:
+            pair, result = _side(args, base, base_plan, base_note, the_plan, backend)
     except (ManifestError, ExpectError) as exc:
         print(f"check: the API server rejected the manifests; the cluster was {kept}:\n{exc}",
               file=sys.stderr)
@@ -295,15 +300,45 @@ def _snapshot_window(args) -> float:
 
 
 def _side(args, base: Base | None, base_plan: Plan | None, base_note: str, the_plan: Plan,
-          backend) -> tuple:
-    """One release's check: (the --base pair or None, the head's result)."""
+          backend, snapshot_out: Path | None = None) -> tuple:
+    """One release's check: (the --base pair or None, the head's result). ``snapshot_out``:
+    where its snapshot goes, if not --snapshot-out's DIR."""
     if base is not None:
         pair = run_pair(base_plan, the_plan, backend, args.reports_dir,
                         keep_cluster=args.keep_cluster, base_note=base_note)
         return pair, pair.head
     return None, Check(the_plan, backend, args.reports_dir, keep_cluster=args.keep_cluster,
-                       snapshot_out=args.snapshot_out,
+                       snapshot_out=snapshot_out or args.snapshot_out,
                        snapshot_window=_snapshot_window(args)).run()
+
+
+def _side_by_side(args, base: Base | None, base_plan: Plan | None, base_note: str,
+                  the_plan: Plan, pair_of: tuple) -> tuple[tuple, tuple]:
+    """check --compare-version: the two releases' checks at once, each on its own cluster
+    (checks.sides); returns (the --karpenter-version side's, the other's) as ``_side`` does,
+    once the first side's outputs are printed (and with --base written), as when the sides
+    ran one after the other. An error is the one that was raised then: the first side's if it
+    failed (the second is stopped), else the second's, after the first's outputs."""
+    with contextlib.ExitStack() as stack:
+        # The first side's snapshot (--snapshot-out): the second side's overwrote it when
+        # they ran one after the other, so it goes to a directory of its own, thrown away;
+        # the first side still takes it and leaves its cluster alone for the window.
+        first_snapshot = Path(stack.enter_context(tempfile.TemporaryDirectory(
+            prefix="check-snapshot-"))) if args.snapshot_out is not None else None
+        first, second = sides.both([
+            (label, backend, functools.partial(_side, args, base, base_plan, base_note,
+                                               the_plan, backend, snapshot))
+            for label, backend, snapshot in zip(sides.labels(pair_of), pair_of,
+                                                (first_snapshot, None), strict=True)],
+            keep=args.keep_cluster)
+    if first.error is not None:
+        raise first.error
+    assert first.result is not None
+    _outputs(args, base, first.result[0], first.result[1], summary_file=False)
+    if second.error is not None:
+        raise second.error
+    assert second.result is not None
+    return first.result, second.result
 
 
 def _compared_backend(opts: argparse.Namespace, backend, version: str):

@@ -47,7 +47,7 @@ from karpenter_e2e.clusters.api.labels import (
     ZONE,
 )
 from karpenter_e2e.clusters.api.objects import PAUSE_IMAGE
-from karpenter_e2e.clusters.api.waits import Observation, WaitTimeout, eventually
+from karpenter_e2e.clusters.api.waits import Observation, WaitTimeout, eventually, pause
 from karpenter_e2e.clusters.karpenter.clock import BATCH_MAX_S
 from karpenter_e2e.fixtures import decisions, oracles
 from karpenter_e2e.fixtures.isolation import new_run_id
@@ -404,7 +404,7 @@ def watch(seconds: float, what: str) -> None:
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         log.info("%s: %.0fs of %.0fs left", what, left, seconds)
-        time.sleep(min(30.0, left))
+        pause(min(30.0, left))  # a stopped check (waits.stop_when) stops here too
 
 
 # ---- the whole replay, as check --snapshot runs it ---------------------------------------------

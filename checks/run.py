@@ -32,7 +32,7 @@ from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.checks.steps import Step
 from karpenter_e2e.checks.variables import Variables
 from karpenter_e2e.clusters.api.kube import NODEPOOL, Kind, Kube
-from karpenter_e2e.clusters.api.waits import WaitTimeout
+from karpenter_e2e.clusters.api.waits import WaitTimeout, unstoppable
 from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.fixtures import decisions, oracles
@@ -140,10 +140,11 @@ class Check:
             self._finish(reused)
 
     def _finish(self, reused: bool) -> None:
-        if self.keep and self.applied and self.kube is not None:
-            t = time.time()
-            apply.Applier(self.kube, self.run_id).delete_all(self.applied)
-            self.emptying_s = round(time.time() - t, 1)
+        with unstoppable():  # a stopped side (check --compare-version) still empties its cluster
+            if self.keep and self.applied and self.kube is not None:
+                t = time.time()
+                apply.Applier(self.kube, self.run_id).delete_all(self.applied)
+                self.emptying_s = round(time.time() - t, 1)
         if not self.keep:
             self.take_down()
         elif not reused and self.announce_kept:

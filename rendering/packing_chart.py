@@ -28,7 +28,12 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import blended_transform_factory
 
-from karpenter_e2e.rendering.timeline_chart import CAPACITY_COLOURS, _short, _short_text
+from karpenter_e2e.rendering.timeline_chart import (
+    CAPACITY_COLOURS,
+    _short,
+    _short_text,
+    one_at_a_time,
+)
 
 # Capacity types in the order a pool's groups are listed; any other after them, by name.
 CAPACITY_ORDER = ("on-demand", "reserved", "spot")
@@ -235,6 +240,7 @@ def colours(packing: Packing) -> dict[str, str]:
     return {w: PALETTE[i % len(PALETTE)] for i, w in enumerate(packing.workloads)}
 
 
+@one_at_a_time
 def render(packing: Packing, path: Path, title: str = "Node packing", subtitle: str = "",
            dpi: int = 100, inspect: dict | None = None) -> Path:
     """Draw ``packing`` into ``path`` (PNG or SVG, by suffix); returns ``path``. ``inspect``,

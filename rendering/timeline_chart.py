@@ -22,8 +22,12 @@ draws one again, from its recording.
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -58,7 +62,24 @@ OUTCOME_COLOURS = {"passed": "#2e7d32", "failed": "#c62828", "error": "#c62828",
                    "skipped": "#757575"}
 MAX_LABELLED_ROWS = 30  # more NodeClaims than this: bars only, no per-row text
 
+P = ParamSpec("P")
+R = TypeVar("R")
+# Matplotlib is not thread-safe (its FAQ: serialize access to its artists yourself), and the
+# two sides of check --compare-version draw their pictures on threads of their own: one
+# picture is drawn at a time. Drawing is CPU work under the GIL, so no time is lost.
+_DRAWING = threading.Lock()
 
+
+def one_at_a_time(draw: Callable[P, R]) -> Callable[P, R]:
+    """``draw``, holding the one drawing lock (see _DRAWING)."""
+    @functools.wraps(draw)
+    def drawn(*args: P.args, **kwargs: P.kwargs) -> R:
+        with _DRAWING:
+            return draw(*args, **kwargs)
+    return drawn
+
+
+@one_at_a_time
 def render(snap: dict, path: Path, dpi: int = 80, inspect: dict | None = None) -> Path:
     """Draw ``snap`` into ``path`` (PNG or SVG, by suffix); returns ``path``. ``inspect``, if
     given, gets what was drawn (lane labels, title, legend entries), for tests."""

@@ -14,9 +14,11 @@ with the command that reproduces it. The seed reproduces every case. A case `che
 case ends, and the cases that found something to OUT/SEED/found.seeds: a seed file, which
 `--seeds FILE` runs again (on another release, say). A seed file has one run's seed per
 line, then the cases to run from it (`20261206101500 3 7`; none: --n cases from 0); `#`
-starts a comment. With --jobs J, J cases run at once, each on clusters of its own (explore-0,
-explore-1, ...): a case spends most of its time waiting on Karpenter's clock (batches,
-consolidateAfter, the settle window), not on the CPU.
+starts a comment. With --to, a case's two releases run side by side (`check
+--compare-version`: FROM on the lane's cluster, TO on its -b cluster). With --jobs J, J cases
+run at once, each on clusters of its own (explore-0, explore-1, ...; with --to, 2J clusters):
+a case spends most of its time waiting on Karpenter's clock (batches, consolidateAfter, the
+settle window), not on the CPU.
 """
 
 from __future__ import annotations

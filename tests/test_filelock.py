@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.infra.filelock import file_lock
+from karpenter_e2e.clusters.infra.filelock import file_lock, write_whole
 
 HOLDER = """
 import sys, time
@@ -75,3 +76,45 @@ def test_a_dead_holder_frees_the_lock(tmp_path):
     holder.wait()
     with file_lock(path, "building etcd", 2):
         assert path.read_text().strip().endswith(": building etcd")
+
+
+def test_threads_of_one_process_take_turns_too(tmp_path):
+    """check --compare-version's two sides are threads of one process: each open of the
+    lock file is a lock of its own (flock), so they take turns as processes do (the build
+    lock, the control plane's creation turn)."""
+    path, inside, overlaps = tmp_path / "x.lock", [], []
+
+    def work(name):
+        for _ in range(5):
+            with file_lock(path, f"building {name}", 10):
+                inside.append(name)
+                if len(inside) > 1:
+                    overlaps.append(list(inside))
+                time.sleep(0.01)
+                inside.remove(name)
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
+
+
+def test_whole_files_from_two_threads_at_once(tmp_path):
+    """The caches two sides may write at the same moment (the proxy's release list, the full
+    catalogue): each write is whole, neither fails on the other's temporary file."""
+    path, errors = tmp_path / "cache.json", []
+
+    def write(text):
+        try:
+            for _ in range(200):
+                write_whole(path, text)
+        except Exception as exc:  # noqa: BLE001 - collected for the assert
+            errors.append(exc)
+    threads = [threading.Thread(target=write, args=(c * 5000,)) for c in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and path.read_text() in ("a" * 5000, "b" * 5000)
+    assert [p.name for p in tmp_path.iterdir()] == ["cache.json"]  # no temporary file left

@@ -1,5 +1,6 @@
 """The waiting primitive: deadlines are wall-clock, failures say expected vs observed."""
 
+import threading
 import time
 
 import pytest
@@ -152,3 +153,62 @@ def test_consistently_raises_a_harness_bug_at_once_even_amid_transient_errors():
         consistently(playing(ConnectionResetError("reset"), KeyError("nodeName")),
                      what="a field", duration=30, poll=0.01)
     assert time.monotonic() - started < 1
+
+
+# ---- a thread's waits, stopped from outside (check --compare-version's sides) ---------------
+def test_a_stop_ends_the_threads_wait_once_and_the_teardowns_waits_run_to_their_end():
+    stop = threading.Event()
+    looks = []
+
+    def never() -> Observation:
+        looks.append(1)
+        if len(looks) == 3:
+            stop.set()
+        return Observation(False, "not yet")
+
+    with waits.stop_when(stop):
+        with pytest.raises(waits.Stopped):
+            eventually(never, what="x", timeout=30, poll=0.01)
+        assert len(looks) == 3
+        # Raised once: what the stopped thread does next (its teardown) waits as usual.
+        assert eventually(lambda: Observation(True, "ok", 7), what="y", timeout=1) == 7
+
+
+def test_a_stop_is_seen_by_consistently_and_by_a_pause_at_once():
+    stop = threading.Event()
+    stop.set()
+    with waits.stop_when(stop):
+        with pytest.raises(waits.Stopped):
+            consistently(lambda: Observation(True, "fine"), what="x", duration=30, poll=0.01)
+    started = time.monotonic()
+    later = threading.Event()
+    threading.Timer(0.1, later.set).start()
+    with waits.stop_when(later), pytest.raises(waits.Stopped):
+        waits.pause(30)
+    assert time.monotonic() - started < 5
+
+
+def test_unstoppable_waits_ignore_the_stop_and_it_holds_again_after_them():
+    stop = threading.Event()
+    stop.set()
+    with waits.stop_when(stop):
+        with waits.unstoppable():
+            assert eventually(lambda: Observation(True, "down", "down"), what="d") == "down"
+        with pytest.raises(waits.Stopped):
+            waits.stop_point()
+
+
+def test_a_stop_is_the_threads_own_and_outside_stop_when_nothing_stops():
+    stop = threading.Event()
+    stop.set()
+    seen = []
+
+    def other_thread():  # not inside stop_when: its waits go on
+        seen.append(eventually(lambda: Observation(True, "ok", "ran"), what="z", timeout=1))
+    with waits.stop_when(stop):
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+    assert seen == ["ran"]
+    waits.stop_point()  # no stop here: nothing raised
+    assert issubclass(waits.Stopped, KeyboardInterrupt)  # torn down as Ctrl-C tears down

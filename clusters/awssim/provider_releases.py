@@ -34,7 +34,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import process, releases, versions
-from karpenter_e2e.clusters.infra.filelock import file_lock
+from karpenter_e2e.clusters.infra.filelock import file_lock, write_whole
 
 log = logging.getLogger(__name__)
 
@@ -230,10 +230,8 @@ def core_of(version: str, fetch: Callable[[str], str] | None = None) -> str:
     if isinstance(known.get(version), str):
         return known[version]
     core = core_requirement((fetch or upstream_go_mod)(version), version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({**known, version: core}, indent=1, sort_keys=True))
-    tmp.replace(path)  # xdist workers may write at once: whole files only
+    # xdist workers, and the two sides of check --compare-version, may write at once
+    write_whole(path, json.dumps({**known, version: core}, indent=1, sort_keys=True))
     return core
 
 

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from karpenter_e2e.clusters.api.waits import stop_point
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import process, versions
 from karpenter_e2e.clusters.infra.filelock import file_lock
@@ -355,6 +356,7 @@ def _wait_with_progress(proc: subprocess.Popen, names: str, started: float,
             proc.wait(timeout=PROGRESS_S)
             return
         except subprocess.TimeoutExpired:
+            stop_point()  # a stopped check (waits.stop_when): the caller kills the go build
             elapsed = time.monotonic() - started
             if elapsed > BUILD_BOUND_S:
                 raise BuildFailed(f"go build of {names} still running after {elapsed:.0f}s; "

@@ -32,6 +32,7 @@ from pathlib import Path
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import versions
 from karpenter_e2e.clusters.infra.catalogue_table import TYPES, EC2Type
+from karpenter_e2e.clusters.infra.filelock import write_whole
 
 CURATED, FULL = "curated", "full"
 DEFAULT = CURATED
@@ -185,11 +186,9 @@ def load_full(region: str = REGION, provider: str = versions.AWS_PROVIDER) -> Fu
                            f"{region} (it has {', '.join(sorted(table)) or 'none'})")
     full = build_full(json.loads(gzip.decompress(moto_file.read_bytes())), table[region],
                       region, provider)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"format": CACHE_FORMAT, "types": [list(t) for t in full.types],
-                               "unpriced": full.unpriced, "unlabelled": full.unlabelled}))
-    tmp.replace(cache)
+    # Two clusters may prepare it at once (processes, or check --compare-version's two sides).
+    write_whole(cache, json.dumps({"format": CACHE_FORMAT, "types": [list(t) for t in full.types],
+                                   "unpriced": full.unpriced, "unlabelled": full.unlabelled}))
     return full
 
 

@@ -1,10 +1,12 @@
-"""File locks for work several processes (xdist workers, make, lanes) may race to do."""
+"""File locks for work several processes (xdist workers, make, lanes) may race to do, and
+whole-file writes for files several writers may write at once."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -79,3 +81,16 @@ def room(path: Path, exclusive: bool) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` into ``path``, whole, whoever else writes it at once: a temporary file of this
+    writer's own (process and thread: check --compare-version's two sides are threads of one
+    process) beside it, renamed over it; the last rename wins and a reader never sees half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.errors import ClusterError, CommandTimeout
 from karpenter_e2e.clusters.infra import process, versions
+from karpenter_e2e.clusters.infra.filelock import write_whole
 
 log = logging.getLogger(__name__)
 
@@ -136,13 +137,11 @@ def _read_cache(module: str) -> dict | None:
 
 
 def _write_cache(found: list[str], now: float, module: str) -> None:
-    path = cache_file(module)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"module": module, "fetched": now,
-                               "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
-                               "versions": found}, indent=1))
-    tmp.replace(path)  # xdist workers may write at once: whole files only
+    # xdist workers, and the two sides of check --compare-version, may write at once
+    write_whole(cache_file(module), json.dumps({
+        "module": module, "fetched": now,
+        "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        "versions": found}, indent=1))
 
 
 def nearest(version: str, available: list[str]) -> list[str]:

@@ -34,6 +34,7 @@ from karpenter_e2e.clusters.api.waits import (
     WaitAborted,
     WaitTimeout,
     eventually,
+    unstoppable,
 )
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError
@@ -716,7 +717,12 @@ class LocalCluster:
 
     # ---- down ----------------------------------------------------------------------------
     def down(self) -> None:
-        """Stop everything of this cluster; safe to call twice and after a crash."""
+        """Stop everything of this cluster; safe to call twice and after a crash. Never cut
+        short by a stop (waits.stop_when): it is what a stopped thread does last."""
+        with unstoppable():
+            self._down()
+
+    def _down(self) -> None:
         if not self._kwokctl_cluster_dir().exists() and not self._component_pids() \
                 and not process.pids_using(str(self.run_dir)):
             log.warning("no local cluster %r is running; nothing to take down", self.name)
