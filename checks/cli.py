@@ -109,10 +109,9 @@ def parser() -> argparse.ArgumentParser:
                         "diff what the two decided (docs/differential.md); a suspect "
                         "difference fails the check")
     p.add_argument("--floor-of", type=Path, default=None, metavar="REPORTS",
-                   help="with --compare-version run on one release twice (a noise floor): the "
-                        "reports of an earlier --compare-version check of DIR whose second side "
-                        "ran that release too; compare.json's varies lists the fields that "
-                        "differ between two of the three runs (explore's floor)")
+                   help="with --compare-version: the reports of an earlier comparison of DIR "
+                        "(a noise floor, explore's); compare.json's varies lists the fields on "
+                        "which two runs of one release differ, among both comparisons' runs")
     p.add_argument("--keep-cluster", action="store_true",
                    help="reuse a running cluster of that name and leave it up (emptied of the "
                         "check's objects) at the end")

@@ -297,10 +297,11 @@ def write_comparison(a: dict, b: dict, title: str, floor_of: Path | None = None)
     each side decided (their ``decisions``), and the diff; ``b`` gains ``compare`` and the two
     files. Returns the markdown. check --compare-version and a replay's both write it.
 
-    ``floor_of`` (check --floor-of, explore's noise floor: both sides ran one release): an
-    earlier comparison's reports whose second side ran that release too; compare.json's
-    ``varies`` lists the fields that differ between two of that release's runs, these two and
-    the earlier one (varies_between)."""
+    ``floor_of`` (check --floor-of, explore's noise floor): an earlier comparison of the same
+    folder; compare.json's ``varies`` lists the fields on which two runs of one release differ
+    beyond tolerance, among that comparison's runs and these two (varies_between, per
+    release): the pair run again gives each release two runs, one release against itself
+    gives it three."""
     from karpenter_e2e.fixtures import decisions
     da, db = (decisions.Decisions.from_dict(r["decisions"]) for r in (a, b))
     found = decisions.diff(da, db)
@@ -310,11 +311,15 @@ def write_comparison(a: dict, b: dict, title: str, floor_of: Path | None = None)
                     "differences": [d.to_dict() for d in found],
                     "suspect": len(decisions.suspects(found))}
     if floor_of is not None:
-        runs = [r for r in [*earlier_seconds(floor_of), da, db] if r.release == db.release]
-        varies = sorted(varies_between(runs))
+        runs: dict[str, list] = {}
+        for r in [*earlier_records(floor_of), da, db]:
+            runs.setdefault(r.release, []).append(r)
+        varies = sorted(set().union(*(varies_between(rs) for rs in runs.values())))
         b["compare"].update(floor_of=str(floor_of), varies=varies)
-        text += (f"\nBetween two of {db.release}'s {len(runs)} runs (these and {floor_of}'s "
-                 f"second side), beyond tolerance: {', '.join(varies) or 'nothing'}.\n")
+        text += ("\nBetween two runs of one release ("
+                 + ", ".join(f"{release} {len(rs)}" for release, rs in runs.items())
+                 + f", these and {floor_of}'s), beyond tolerance: "
+                 f"{', '.join(varies) or 'nothing'}.\n")
     (out / "compare.md").write_text(text)
     (out / "compare.json").write_text(json.dumps(b["compare"], indent=1, default=str))
     b["files"].update({"compare_markdown": str(out / "compare.md"),
@@ -322,12 +327,13 @@ def write_comparison(a: dict, b: dict, title: str, floor_of: Path | None = None)
     return text
 
 
-def earlier_seconds(reports: Path) -> list:
-    """The second sides' decision records (--compare-version's release) in the compare.json
-    files an earlier check wrote into ``reports``; none without them."""
+def earlier_records(reports: Path) -> list:
+    """Both sides' decision records in the compare.json files an earlier check wrote into
+    ``reports``; none without them."""
     from karpenter_e2e.fixtures.decisions import Decisions
-    return [Decisions.from_dict(json.loads(path.read_text())["b"])
-            for path in sorted(Path(reports).glob("runs/check-*/compare.json"))]
+    return [Decisions.from_dict(json.loads(path.read_text())[side])
+            for path in sorted(Path(reports).glob("runs/check-*/compare.json"))
+            for side in ("a", "b")]
 
 
 def varies_between(runs: list) -> set[str]:

@@ -52,9 +52,9 @@ class Outcome:
     oracles: dict[str, list[str]] = field(default_factory=dict)  # release -> oracle names
     suspect: list[str] = field(default_factory=list)  # "field key: a -> b"
     reports: str = ""
-    # suspect differences whose field also differed between two runs of TO: its noise floor
+    # suspect differences whose field also differed between two runs of one release
     noise: list[str] = field(default_factory=list)
-    # a floor's (check --floor-of): the fields that differ between two of TO's three runs
+    # a floor's (check --floor-of): the fields on which two runs of one release differ
     varies: list[str] = field(default_factory=list)
     judged: bool = True  # see judged(): exit 0 or 1 is a verdict only with the reports
 
@@ -67,7 +67,7 @@ class Outcome:
     def said(self) -> str:
         parts = [f"{', '.join(n)} on {r}" for r, n in self.oracles.items() if n]
         parts += [f"suspect: {s}" for s in self.suspect]
-        parts += [f"within TO's own variation: {s}" for s in self.noise][:3]
+        parts += [f"within a release's own variation: {s}" for s in self.noise][:3]
         if not self.judged:
             return f"no verdict (exit {self.code}, no report)"
         return "; ".join(parts) or ("clean" if self.code in (0, 1) else f"no verdict (exit {self.code})")
@@ -160,15 +160,17 @@ def read_outcome(code: int, reports: Path, sides: int = 2) -> Outcome:
 
 
 def run_case(case: explore.Case, folder: Path, args, lane: Lane) -> Outcome:
-    """The case on FROM and TO; when they differ, TO against itself too: a field that also
-    varies between two runs of TO is that workload's noise, not the release's. The runs of
-    TO are three: the floor's two and the comparison's own TO side, which the floor's check
-    diffs its two with (--floor-of): one pair alone misses an either-or about half the time."""
+    """The case on FROM and TO; when they differ, the pair again (its noise floor, side by
+    side as the first): a field on which either release's two runs differ is that workload's
+    noise, not the releases'. Each release needs two runs: explore v1.14.3 -> v1.15.0 (seed
+    speed-1, case 3) planned in 2 rounds on FROM once (a Deployment's pods a batch late) and
+    in 1 on each of TO's three runs, which a floor of TO alone read as the releases'; and
+    one pair alone misses an either-or about half the time (v1.11.2 -> v1.12.0's case 0)."""
     got = _check(case, folder, args, args.from_v, lane)
     if args.to_v and got.suspect and got.code != EXIT_BAD_INPUT:
-        floor = _check(None, folder, args, args.to_v, lane,
+        floor = _check(None, folder, args, args.from_v, lane,
                        reports=folder.with_name(folder.name + ".floor"), floor_of=got.reports)
-        varies = {field_of(s) for s in floor.suspect} | set(floor.varies)
+        varies = set(floor.varies)  # a floor that wrote no comparison: nothing is noise
         got.noise = [s for s in got.suspect if field_of(s) in varies]
         got.suspect = [s for s in got.suspect if s not in got.noise]
     return got

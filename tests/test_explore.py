@@ -2,7 +2,6 @@
 (validated as check validates before any cluster), and shrinking only ever simplifies."""
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -139,126 +138,54 @@ def test_a_cases_command_names_the_minor_it_ran_on(tmp_path):
     assert cmd[cmd.index("--kubernetes-version") + 1] == "1.30"
 
 
-def test_a_difference_that_to_shows_against_itself_is_noise_not_a_finding(monkeypatch, tmp_path):
+def test_a_difference_either_release_shows_against_itself_is_noise_not_a_finding(
+        monkeypatch, tmp_path):
+    """When FROM and TO differ, the pair runs again (the floor): what the floor's check lists
+    as varying between two runs of one release is noise; what it does not stays found."""
     import argparse
     calls = []
 
     def fake(case, folder, args, first, lane, reports=None, floor_of=""):
-        calls.append(first)
-        if first == "v1.14.3":  # FROM against TO
+        calls.append((first, bool(floor_of)))
+        if not floor_of:
             return runner.Outcome(1, suspect=["instance_types m5.large: 1 -> None",
-                                              "rounds: 1 -> 2"])
-        return runner.Outcome(1, suspect=["instance_types m6a.xlarge: None -> 1"])  # TO twice
+                                              "rounds: 1 -> 2"], reports="first")
+        return runner.Outcome(1, suspect=["rounds: 1 -> 2"], varies=["instance_types"])
     monkeypatch.setattr(runner, "_check", fake)
     args = argparse.Namespace(cluster="local", from_v="v1.14.3", to_v="v1.15.0")
     got = runner.run_case(explore.generate(SEED, 0), tmp_path / "case", args, runner.Lane())
-    assert calls == ["v1.14.3", "v1.15.0"]
+    assert calls == [("v1.14.3", False), ("v1.14.3", True)]  # the pair, then the pair again
     assert got.suspect == ["rounds: 1 -> 2"] and got.signature == {"differs rounds"}
     assert got.noise == ["instance_types m5.large: 1 -> None"]
-    assert "within TO's own variation: instance_types" in got.said()
+    assert "within a release's own variation: instance_types" in got.said()
 
 
-# explore v1.11.2 -> v1.12.0, case 0, as recorded (check.json and compare.json trimmed to the
-# decision records, the oracles and the differences): FROM $0.408/h, TO $0.204/h, the floor
-# (TO twice) $0.408/h both times, with the same NodeClaims on every side.
-COST_FLIP = Path(__file__).parent / "data" / "explore-cost-flip"
-
-
-def _floor(tmp_path: Path, cost: float | None = None) -> Path:
-    """Case 0's floor as its check writes it with --floor-of case.reports: its two runs'
-    records (each with ``cost`` instead, if given) diffed, and with the comparison's TO run."""
+def _written(tmp_path: Path, name: str, a: dict, b: dict, floor_of: Path | None = None) -> dict:
+    """A comparison of two decision records as check writes it into ``name``/runs/."""
     sides = []
-    for path in sorted((COST_FLIP / "case.floor").glob("runs/*/check.json")):
-        out = tmp_path / "case.floor" / "runs" / path.parent.name / "check.json"
+    for i, d in enumerate((a, b)):
+        out = tmp_path / name / "runs" / f"check-{i}" / "check.json"
         out.parent.mkdir(parents=True)
-        result = json.loads(path.read_text())
-        if cost is not None:
-            result["decisions"]["cost_per_hour"] = cost
-        out.write_text(json.dumps(result))
-        sides.append({**result, "files": {"json": str(out)}})
-    report.write_comparison(*sides, "What the two releases decided",
-                            floor_of=COST_FLIP / "case.reports")
-    return tmp_path / "case.floor"
+        sides.append({"decisions": d, "files": {"json": str(out)}, "passed": True})
+    report.write_comparison(*sides, "t", floor_of=floor_of)
+    return json.loads((tmp_path / name / "runs" / "check-1" / "compare.json").read_text())
 
 
-def _case_zero(monkeypatch, floor: Path) -> tuple[runner.Outcome, list[str]]:
-    """run_case on case 0's recorded reports: FROM against TO, then the floor (TO twice);
-    and the floor's --floor-of."""
-    import argparse
-    asked = []
-
-    def recorded(case, folder, args, first, lane, reports=None, floor_of=""):
-        asked.append(floor_of)
-        return runner.read_outcome(1, floor if reports else COST_FLIP / "case.reports")
-    monkeypatch.setattr(runner, "_check", recorded)
-    args = argparse.Namespace(cluster="local", from_v="v1.11.2", to_v="v1.12.0")
-    got = runner.run_case(explore.generate(SEED, 0), Path("unused") / "case", args, runner.Lane())
-    return got, asked
-
-
-def test_a_difference_the_comparisons_own_to_run_shows_against_the_floor_is_noise(
-        monkeypatch, tmp_path):
-    """The floor's two runs agreed ($0.408, the c6g.2xlarge kept both times), the comparison's
-    TO run did not ($0.204): three runs of TO, and cost varies between them. The ReplicaSet's
-    scale-in chose which do-not-disrupt pods stay (records/release-diffs-20261206.md); read
-    on the floor's pair alone, it was a suspect difference of the releases."""
-    floor = _floor(tmp_path)
-    compared = json.loads(next(floor.glob("runs/*/compare.json")).read_text())
-    assert [d for d in compared["differences"] if d["status"] == "suspect"] == []  # the pair
-    assert compared["varies"] == ["cost_per_hour"]
-    got, floor_of = _case_zero(monkeypatch, floor)
-    assert floor_of == ["", str(COST_FLIP / "case.reports")]
-    assert got.suspect == [] and got.signature == set()
-    assert got.noise == ["cost_per_hour: 0.408 -> 0.204"]
-
-
-def test_a_cost_every_run_of_to_agrees_on_stays_suspect(monkeypatch, tmp_path):
-    """The same records with TO's floor at $0.204/h twice: TO never decided FROM's $0.408,
-    so the difference is the releases' (the diff's tolerance is untouched: 1%)."""
-    floor = _floor(tmp_path, cost=0.204)
-    assert json.loads(next(floor.glob("runs/*/compare.json")).read_text())["varies"] == []
-    got, _ = _case_zero(monkeypatch, floor)
-    assert got.suspect == ["cost_per_hour: 0.408 -> 0.204"] and got.noise == []
-    assert got.signature == {"differs cost_per_hour"}
-
-
-def test_floor_of_needs_a_comparison_to_read_before_any_cluster(tmp_path, capsys):
-    from karpenter_e2e.checks import cli
-    for argv in (["--floor-of", str(COST_FLIP / "case.reports")],  # no --compare-version
-                 ["--compare-version", "v1.12.0", "--floor-of", str(tmp_path)]):  # no compare.json
-        assert cli.main(["examples/workshop-basic", *argv]) == cli.EXIT_BAD_INPUT
-        assert "--floor-of" in capsys.readouterr().err
-
-
-def test_a_floor_the_runs_interrupt_stopped_is_no_result_not_a_finding(monkeypatch, tmp_path):
-    """Case 0's shrink-6: its floor's check was stopped (exit 130, "check: interrupted")
-    and explore kept the candidate on it, as if TO had varied in nothing, and wrote it as
-    the minimal case in the same second. A stopped check is no result: explore stops."""
-    import argparse
-
-    from karpenter_e2e.runners.children import Children
-    children = Children()
-    started = []
-
-    def run(child, timeout=None):
-        reports = Path(child.cmd[child.cmd.index("--reports-dir") + 1])
-        started.append(child.cmd[child.cmd.index("--reports-dir"):])
-        if reports.name.endswith(".floor"):  # SIGTERM while TO runs against itself
-            children.interrupted.set()
-            return 130
-        shutil.copytree(COST_FLIP / "case.reports", reports)
-        return 1
-    monkeypatch.setattr(children, "run", run)
-    args = argparse.Namespace(cluster="local", from_v="v1.11.2", to_v="v1.12.0",
-                              kubernetes_version="1.30")
-    with pytest.raises(runner.Interrupted):
-        runner.run_case(explore.generate(SEED, 0), tmp_path / "case", args,
-                        runner.Lane(children=children))
-    reports = str(tmp_path / "case.reports")
-    assert started == [
-        ["--reports-dir", reports, "--kubernetes-version", "1.30", "--compare-version", "v1.12.0"],
-        ["--reports-dir", str(tmp_path / "case.floor"), "--kubernetes-version", "1.30",
-         "--compare-version", "v1.12.0", "--floor-of", reports]]
+def test_the_floor_reads_each_releases_two_runs_not_tos_alone(tmp_path):
+    """explore v1.14.3 -> v1.15.0, seed speed-1, case 3: v1.14.3 planned in 2 rounds once (a
+    Deployment's pods a batch late: one more NodeClaim, emptied later), v1.15.0 in 1 on each
+    of its runs. The pair again: v1.14.3 in 1 round; rounds varies on FROM, so it is noise.
+    A floor of TO alone (three runs of 1 round) read it as the releases'."""
+    frm, to = {"release": "v1.14.3", "rounds": 2, "nodeclaims": 5}, \
+        {"release": "v1.15.0", "rounds": 1, "nodeclaims": 4}
+    first = _written(tmp_path, "case.reports", frm, to)
+    assert {d["field"] for d in first["differences"] if d["status"] == "suspect"} == \
+        {"rounds", "nodeclaims"}
+    again = _written(tmp_path, "case.floor", {**frm, "rounds": 1, "nodeclaims": 4}, to,
+                     floor_of=tmp_path / "case.reports")
+    assert again["varies"] == ["nodeclaims", "rounds"]
+    same = _written(tmp_path, "case.floor2", frm, to, floor_of=tmp_path / "case.reports")
+    assert same["varies"] == []  # reproduced on both: the releases' difference
 
 
 def test_jobs_run_cases_at_once_each_on_its_own_clusters(monkeypatch, tmp_path):
