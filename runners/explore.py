@@ -163,7 +163,7 @@ def run_case(case: explore.Case, folder: Path, args, lane: Lane) -> Outcome:
     """The case on FROM and TO; when they differ, the pair again (its noise floor, side by
     side as the first): a field on which either release's two runs differ is that workload's
     noise, not the releases'. Each release needs two runs: explore v1.14.3 -> v1.15.0 (seed
-    speed-1, case 3) planned in 2 rounds on FROM once (a Deployment's pods a batch late) and
+    speed-1, case 3) planned in 2 rounds on FROM once (the second planning pods again) and
     in 1 on each of TO's three runs, which a floor of TO alone read as the releases'; and
     one pair alone misses an either-or about half the time (v1.11.2 -> v1.12.0's case 0)."""
     got = _check(case, folder, args, args.from_v, lane)

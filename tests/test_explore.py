@@ -172,8 +172,9 @@ def _written(tmp_path: Path, name: str, a: dict, b: dict, floor_of: Path | None 
 
 
 def test_the_floor_reads_each_releases_two_runs_not_tos_alone(tmp_path):
-    """explore v1.14.3 -> v1.15.0, seed speed-1, case 3: v1.14.3 planned in 2 rounds once (a
-    Deployment's pods a batch late: one more NodeClaim, emptied later), v1.15.0 in 1 on each
+    """explore v1.14.3 -> v1.15.0, seed speed-1, case 3: v1.14.3 planned in 2 rounds once (the
+    second, 2 s after the first, planned 8 of its pods again, one already nominated to a
+    NodeClaim of the first: one more NodeClaim, emptied later), v1.15.0 in 1 on each
     of its runs. The pair again: v1.14.3 in 1 round; rounds varies on FROM, so it is noise.
     A floor of TO alone (three runs of 1 round) read it as the releases'."""
     frm, to = {"release": "v1.14.3", "rounds": 2, "nodeclaims": 5}, \
