@@ -17,6 +17,10 @@ def markdown(v: dict) -> str:
     if v.get("not_diffed"):
         lines += ["", "Not diffed (a release lacks what they use):", ""]
         lines += [f"- {name}: {'; '.join(why)}" for name, why in v["not_diffed"].items()]
+    if v.get("fixed"):
+        lines += ["", f"Fixed by the upgrade ({v['from']} fails them, {v['to']} passes, "
+                  "nothing suspect between them):", ""]
+        lines += [f"- {name}: {'; '.join(why)}" for name, why in v["fixed"].items()]
     if v.get("perf"):
         lines += ["", f"## Performance, {v['from']} vs {v['to']}", "", v["perf"]["table"].rstrip()]
     return "\n".join(lines) + "\n"

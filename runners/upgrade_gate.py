@@ -91,10 +91,13 @@ def executed(junit: Path) -> tuple[int, int]:
 
 
 def verdict(phases: dict[str, tuple[int, Path]], from_v: str, to_v: str,
-            perf: dict | None = None, not_diffed: dict[str, list[str]] | None = None) -> dict:
+            perf: dict | None = None, not_diffed: dict[str, list[str]] | None = None,
+            fixed: dict[str, list[str]] | None = None) -> dict:
     """``perf``: {"reasons": [...], "table": markdown} from perf_comparison, when compared.
     ``not_diffed``: examples left out of the differential, each with why (a feature a
-    release lacks): listed, neither a pass nor a failure."""
+    release lacks): listed, neither a pass nor a failure. ``fixed``: examples FROM fails and
+    TO passes, with nothing suspect between them (what FROM failed): what the upgrade fixes,
+    listed, not a failure of it."""
     reasons, counts = [], {}
     for name, (rc, junit) in phases.items():
         found = failures(junit)
@@ -104,12 +107,13 @@ def verdict(phases: dict[str, tuple[int, Path]], from_v: str, to_v: str,
         if ran == 0:
             reasons.append(f"{name}: no test executed ({skipped} skipped)")
         if rc != 0 and not found:
-            reasons.append(f"{name}: pytest exited {rc}")
+            reasons.append(f"{name}: exited {rc}, no failure in its JUnit")
     if perf is not None:
         reasons += perf["reasons"]
     return {"from": from_v, "to": to_v, "verdict": "fail" if reasons else "pass",
             "reasons": reasons, "phases": {n: rc for n, (rc, _) in phases.items()},
             "tests": counts, "perf": perf, "not_diffed": not_diffed or {},
+            "fixed": fixed or {},
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
@@ -142,15 +146,31 @@ def diff_folders(chosen: list[Path], examples: bool) -> list[Path]:
 
 def diff_phase(folder: Path, args, out: Path) -> tuple[int, Path]:
     """``check FOLDER --karpenter-version FROM --compare-version TO``, its junit and log in
-    ``out``; exit 0 when both sides pass and nothing differs beyond what is expected."""
+    ``out``, its reports in ``out``/diff/NAME; exit 0 when both sides pass and nothing
+    differs beyond what is expected."""
     name = folder.name
     junit = out / f"diff-{name}.xml"
     cmd = [*child("check"), str(folder), "--cluster", args.cluster,
            "--cluster-name", f"{args.cluster_name}-diff", "--karpenter-version", args.from_v,
-           "--compare-version", args.to_v, "--reports-dir", str(out / "diff"),
+           "--compare-version", args.to_v, "--reports-dir", str(out / "diff" / name),
            "--junit", str(junit), "--summary", str(out / "diff-summary.md")]
     print("$", " ".join(cmd), flush=True)
     return run_one(Child(f"diff-{name}", cmd, out / f"diff-{name}.log", cwd=ROOT)), junit
+
+
+def failed_on_from(reports: Path, from_v: str) -> list[str]:
+    """What FROM's side of a diff phase failed (its check.json in ``reports``): expect.yaml's
+    expectations and the oracles. The phase's JUnit is TO's side and the comparison; check
+    exits 1 for a failing FROM too (gate v1.14.0 -> v1.14.3, 2026-12-06: v1.14.0 fails
+    capacity-buffer's `nodes: 3`, its virtual pods lacking labels, which v1.14.1 fixed)."""
+    for path in sorted(reports.glob("runs/check-*/check.json")):
+        r = json.loads(path.read_text())
+        if r.get("karpenter_version") == from_v and not r.get("passed"):
+            return ([f"{e['expectation']}: {e['seen']}" for e in r.get("expectations") or []
+                     if not e.get("ok")]
+                    + [f"oracle {f['oracle']}: {f['what']}"
+                       for f in (r.get("oracles") or {}).get("findings") or []]) or ["failed"]
+    return []
 
 
 def perf_dir(out: Path, version: str) -> Path:
@@ -266,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(args.out / "perf-barrier", ignore_errors=True)
     phases: dict[str, tuple[int, Path]] = {}
     not_diffed: dict[str, list[str]] = {}
+    fixed: dict[str, list[str]] = {}
     try:
         measures = []
         for v, b in perf_backends.items():
@@ -307,12 +328,17 @@ def main(argv: list[str] | None = None) -> int:
             if why := needs.lacking(folder, args.from_v, args.to_v):
                 not_diffed[folder.name] = why  # an example showing a newer feature
                 continue
-            phases[f"diff {folder.name}"] = diff_phase(folder, args, args.out)
+            rc, junit = diff_phase(folder, args, args.out)
+            # FROM failing what TO passes, nothing suspect: the upgrade fixes it
+            if rc == 1 and not failures(junit) and \
+                    (failed := failed_on_from(args.out / "diff" / folder.name, args.from_v)):
+                fixed[folder.name], rc = failed, 0
+            phases[f"diff {folder.name}"] = (rc, junit)
     finally:
         for b in (backend, *perf_backends.values()):
             b.down()
     perf = compare_perf(args.out, args.from_v, args.to_v, limits) if args.perf_pods else None
-    v = verdict(phases, args.from_v, args.to_v, perf, not_diffed)
+    v = verdict(phases, args.from_v, args.to_v, perf, not_diffed, fixed)
     (args.out / "verdict.json").write_text(json.dumps(v, indent=1))
     (args.out / "verdict.md").write_text(markdown(v))
     from karpenter_e2e.rendering import allure_files

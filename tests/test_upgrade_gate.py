@@ -91,6 +91,30 @@ def test_a_diff_phase_with_a_suspect_difference_fails_the_gate(tmp_path):
     assert v["reasons"] == ["diff workshop-basic: decisions: v1.14.3 -> v1.15.0: rounds: 1 -> 2"]
 
 
+def test_an_example_from_fails_and_to_passes_is_fixed_by_the_upgrade_not_a_failure(tmp_path):
+    """The gate v1.14.0 -> v1.14.3 (2026-12-06, again): capacity-buffer's check exited 1 as
+    v1.14.0 failed its own `nodes: 3` (the virtual pods' labels, fixed in v1.14.1), its
+    difference expected, TO passing; the verdict read it as "exited 1"."""
+    import json
+
+    from karpenter_e2e.runners.upgrade_gate import failed_on_from
+    reports = tmp_path / "diff" / "capacity-buffer"
+    for run, version, ok in (("check-1", "v1.14.0", False), ("check-2", "v1.14.3", True)):
+        (reports / "runs" / run).mkdir(parents=True)
+        (reports / "runs" / run / "check.json").write_text(json.dumps({
+            "karpenter_version": version, "passed": ok, "oracles": {"findings": []},
+            "expectations": [{"expectation": "nodes: 3", "ok": ok,
+                              "seen": "3 nodes" if ok else "1 nodes: c6g.xlarge"}]}))
+    assert failed_on_from(reports, "v1.14.0") == ["nodes: 3: 1 nodes: c6g.xlarge"]
+    assert failed_on_from(reports, "v1.14.3") == []
+    (tmp_path / "d.xml").write_text(JUNIT_PASS)
+    v = verdict({"diff capacity-buffer": (0, tmp_path / "d.xml")}, "v1.14.0", "v1.14.3",
+                fixed={"capacity-buffer": failed_on_from(reports, "v1.14.0")})
+    assert v["verdict"] == "pass"
+    assert "- capacity-buffer: nodes: 3: 1 nodes: c6g.xlarge" in markdown(v)
+    assert "Fixed by the upgrade (v1.14.0 fails them, v1.14.3 passes" in markdown(v)
+
+
 def test_an_example_a_release_lacks_a_feature_for_is_listed_not_diffed_and_not_failed(tmp_path):
     """The gate v1.13.0 -> v1.15.0 (2026-12-06) failed on capacity-buffer as bad input: v1.13.0
     has no CapacityBuffer. Such an example is not diffed, and the verdict says why."""
