@@ -35,6 +35,24 @@ def test_a_refusal_of_the_document_is_raised_at_once(status):
     assert got.value.status == status and len(calls) == 1
 
 
+def test_a_500_about_the_document_is_an_answer_not_load():
+    """The API server answers a server-side apply it cannot type against the schema with a
+    500 (as seen in make test: "failed to create typed patch object ... field not declared in
+    schema"); it is the manifest's error, raised at once."""
+    calls = []
+    typed = ApiException(status=500, reason="Internal Server Error")
+    typed.body = ('{"kind":"Status","message":"failed to create typed patch object '
+                  '(/default; karpenter.sh/v1, Kind=NodePool): .spec.template.spec.expireAfterr: '
+                  'field not declared in schema","code":500}')
+
+    def typed_write():
+        calls.append(1)
+        raise typed
+    with pytest.raises(ApiException):
+        apply.sent("NodePool default", typed_write)
+    assert len(calls) == 1
+
+
 def test_load_that_lasts_the_api_deadline_is_the_clusters_not_bad_input(monkeypatch):
     monkeypatch.setattr(apply, "DEFAULTS", Timeouts(api=1.2))
     write, calls = failing(*[503] * 100)
