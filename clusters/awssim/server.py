@@ -18,6 +18,7 @@ from pathlib import Path
 
 from karpenter_e2e.clusters.awssim import moto_ext, seed
 from karpenter_e2e.clusters.awssim.registrar import Registrar
+from karpenter_e2e.clusters.infra.filelock import write_whole
 
 log = logging.getLogger("aws-sim")
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -58,9 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     clients = _with_endpoint(session, endpoint)
     seeded = seed.seed(clients, args.region, args.cluster, args.kubernetes_version,
                        args.zones.split(","))
-    tmp = args.run_dir / "aws.json.tmp"
-    tmp.write_text(seeded.to_json())
-    tmp.replace(args.run_dir / "aws.json")
+    write_whole(args.run_dir / "aws.json", seeded.to_json())
     log.warning("fake AWS on %s seeded for cluster %s (%d zones, AMIs %s)", endpoint,
                 args.cluster, len(seeded.zones), ", ".join(sorted(seeded.amis)))
 

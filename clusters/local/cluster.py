@@ -48,7 +48,7 @@ from karpenter_e2e.clusters.infra import (
     versions,
 )
 from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
-from karpenter_e2e.clusters.infra.filelock import file_lock
+from karpenter_e2e.clusters.infra.filelock import file_lock, write_whole
 from karpenter_e2e.clusters.karpenter import compat, features, mutants, settings as ksettings
 from karpenter_e2e.clusters.karpenter.mutants import Mutant
 
@@ -141,11 +141,7 @@ class LocalCluster:
             return {}
 
     def _save_state(self, **changes) -> None:
-        state = self._state() | changes
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(self.state_file)
+        write_whole(self.state_file, json.dumps(self._state() | changes, indent=1))
 
     @property
     def lock_path(self) -> Path:
