@@ -272,3 +272,11 @@ def test_found_cases_are_written_as_a_seed_file_that_runs_them_again(monkeypatch
     assert ran == ["s-case-1"]
     (table,) = (tmp_path / "again").glob("seeds-*/explore.json")
     assert [(c["seed"], c["case"]) for c in json.loads(table.read_text())["cases"]] == [("s", 1)]
+
+
+def test_the_exit_codes_explore_reads_are_checks_own():
+    """runners may not import checks.cli (it imports the oracles, fixtures): the copy is
+    held to the original here."""
+    from karpenter_e2e.checks import cli
+    assert (runner.EXIT_BAD_INPUT, runner.EXIT_CLUSTER, runner.EXIT_INTERRUPTED) == \
+        (cli.EXIT_BAD_INPUT, cli.EXIT_CLUSTER, cli.EXIT_INTERRUPTED)
