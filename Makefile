@@ -16,7 +16,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs
+.PHONY: $(PHONY_E2E) docker docker-down docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs
 
 # An editable install: the project's root on the venv's path, where karpenter_e2e/ names the
 # layers by symlink. Nothing to redo when a module is added; only a changed pyproject does.
@@ -218,12 +218,23 @@ report: $(ALLURE)
 	cd reports && ../$(ALLURE) generate $(abspath $(RESULTS)) --config ../rendering/allurerc.mjs -o html
 	@echo "report: reports/html/index.html"
 
+## docker: a Docker daemon for kind mode: the one that answers, or (Debian, root) Debian's
+## docker.io installed and started, with capwrap registered only where this machine's
+## capability bounding set lacks what --privileged asks for (clusters/kind/docker.py);
+## docker-down stops only a daemon `make docker` started
+docker: setup
+	$(KE2E) docker up
+docker-down: setup
+	$(KE2E) docker down
+
+## cluster-up/down/status: a cluster kept between runs; CLUSTER_ARGS="--cluster kind" for kind
+CLUSTER_ARGS ?=
 cluster-up: setup
-	$(KE2E) cluster up --reuse
+	$(KE2E) cluster up --reuse $(CLUSTER_ARGS)
 cluster-down: setup
-	$(KE2E) cluster down
+	$(KE2E) cluster down $(CLUSTER_ARGS)
 cluster-status: setup
-	$(KE2E) cluster status
+	$(KE2E) cluster status $(CLUSTER_ARGS)
 
 ## check: what Karpenter does with your own NodePools and workloads, on a fresh local cluster
 ## (docs/check.md). check exits 0: every expectation held; 1: one failed; 2: bad input;
