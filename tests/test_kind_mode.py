@@ -66,14 +66,14 @@ def test_kind_config_lets_kubelet_run_on_cgroup_v1_only_there(monkeypatch):
     assert len(node["kubeadmConfigPatches"]) == 1
 
 
-def test_kwok_is_installed_from_its_own_manifests_kept_off_its_nodes(tmp_path):
-    kustomization = kind_mode.kwok_kustomization(tmp_path / "kwok")
-    assert kustomization["resources"] == [str(tmp_path / "kwok" / "kustomize" / "kwok")]
+def test_kwok_is_installed_from_its_own_manifests_kept_off_its_nodes():
+    kustomization = kind_mode.kwok_kustomization("kwok-kustomize")
+    assert kustomization["resources"] == ["kwok-kustomize/kwok"]
     assert kustomization["images"] == [{"name": "registry.k8s.io/kwok/kwok",
                                         "newTag": versions.KWOK}]
     [patch] = [yaml.safe_load(p["patch"]) for p in kustomization["patches"]]
     spec = patch["spec"]["template"]["spec"]
-    assert {"operator": "Equal", "key": "CriticalAddonsOnly", "effect": "NoSchedule"} \
+    assert {"operator": "Exists", "key": "CriticalAddonsOnly", "effect": "NoSchedule"} \
         in spec["tolerations"]
     [term] = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"]
@@ -225,13 +225,13 @@ def test_settings_go_through_the_charts_own_values_else_controller_env(chart_val
                                              "tag": "v1.15.0-abc", "digest": ""}
 
 
-def test_the_catalogue_is_a_mounted_configmap(chart_values):
+def test_the_catalogue_is_a_file_mounted_from_the_node(chart_values):
     values = chart.values("v1.15.0", "r/k:t", {}, catalogue=True)
-    assert values["extraVolumes"] == [{"name": "karpenter-e2e-catalogue",
-                                       "configMap": {"name": chart.CATALOGUE_CONFIGMAP}}]
-    assert values["controller"]["extraVolumeMounts"][0]["mountPath"] == chart.CATALOGUE_DIR
-    assert {"name": "INSTANCE_TYPES_FILE_PATH",
-            "value": f"{chart.CATALOGUE_DIR}/{chart.CATALOGUE_KEY}"} in values["controller"]["env"]
+    assert values["extraVolumes"] == [{"name": "karpenter-e2e-catalogue", "hostPath": {
+        "path": chart.CATALOGUE_ON_NODE, "type": "File"}}]
+    assert values["controller"]["extraVolumeMounts"][0]["mountPath"] == chart.CATALOGUE_IN_POD
+    assert {"name": "INSTANCE_TYPES_FILE_PATH", "value": chart.CATALOGUE_IN_POD} \
+        in values["controller"]["env"]
 
 
 def test_a_mutant_is_an_image_of_its_own(tmp_path):

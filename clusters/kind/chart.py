@@ -5,10 +5,14 @@ release's image loaded with `kind load`, its CRDs applied, then its own Helm cha
 
 The harness's settings reach Karpenter through the chart's values and nothing else: a
 setting the chart has a value for goes there (``settings.batchMaxDuration``, ``logLevel``,
-...), any other as an entry of ``controller.env``; the catalogue is a ConfigMap mounted
-through ``extraVolumes``. FEATURE_GATES is set in ``controller.env`` because the chart's own
+...), any other as an entry of ``controller.env``; the catalogue is a file mounted
+through ``extraVolumes`` from the node (a hostPath: the curated catalogue is 1.16 MB, the full
+one 11.5 MB compact, over a ConfigMap's 1 MiB; Karpenter runs on the one real node, the
+control plane, which the chart's affinity keeps it to). FEATURE_GATES is set in ``controller.env`` because the chart's own
 FEATURE_GATES names a fixed set of gates (NodeOverlay is not among them in v1.15.0): Kubernetes
-takes the last of two entries of one name, and the API server warns of it.
+takes the last of two entries of one name, and the API server warns of it. Server-side apply
+refuses the duplicate key ("duplicate entries for key [name=FEATURE_GATES]"), so Helm applies
+client-side (``--server-side false``: Helm 3's way, Helm 4's default is server-side).
 """
 
 from __future__ import annotations
@@ -25,9 +29,8 @@ from karpenter_e2e.clusters.infra import build, process, versions
 
 NAMESPACE = "kube-system"
 RELEASE = "karpenter"
-CATALOGUE_CONFIGMAP = "karpenter-e2e-catalogue"
-CATALOGUE_DIR = "/etc/karpenter-e2e"
-CATALOGUE_KEY = "instance-types.json"
+CATALOGUE_ON_NODE = "/var/lib/karpenter-e2e/instance-types.json"  # on the kind node
+CATALOGUE_IN_POD = "/etc/karpenter-e2e/instance-types.json"
 IMAGE_REPO = "karpenter-e2e.local/karpenter-kwok"
 HELM_TIMEOUT_S = 600  # helm's own --wait is bounded below this
 HELM_WAIT = "5m"
@@ -86,7 +89,7 @@ def _set(values: dict, path: tuple[str, ...], value: str) -> None:
 
 def values(version: str, image: str, env: dict[str, str], catalogue: bool) -> dict:
     """The chart's values for this run: the image, the harness's settings (``env``: what local
-    mode puts in Karpenter's environment), and the catalogue's ConfigMap where it is read."""
+    mode puts in Karpenter's environment), and the catalogue's file where it is read."""
     chart_values = yaml.safe_load((chart_dir(version) / "values.yaml").read_text()) or {}
     repo, tag = image.rsplit(":", 1)
     out: dict[str, Any] = {"controller": {"image": {"repository": repo, "tag": tag,
@@ -100,12 +103,11 @@ def values(version: str, image: str, env: dict[str, str], catalogue: bool) -> di
         else:
             extra.append({"name": key, "value": value})
     if catalogue:
-        extra.append({"name": "INSTANCE_TYPES_FILE_PATH",
-                      "value": f"{CATALOGUE_DIR}/{CATALOGUE_KEY}"})
+        extra.append({"name": "INSTANCE_TYPES_FILE_PATH", "value": CATALOGUE_IN_POD})
         out["extraVolumes"] = [{"name": "karpenter-e2e-catalogue",
-                                "configMap": {"name": CATALOGUE_CONFIGMAP}}]
+                                "hostPath": {"path": CATALOGUE_ON_NODE, "type": "File"}}]
         out["controller"]["extraVolumeMounts"] = [{"name": "karpenter-e2e-catalogue",
-                                                   "mountPath": CATALOGUE_DIR,
+                                                   "mountPath": CATALOGUE_IN_POD,
                                                    "readOnly": True}]
     out["controller"]["env"] = extra
     return out
@@ -117,7 +119,8 @@ def upgrade_install(helm: Path, kubeconfig: Path, version: str, chart_values: di
     values_file.write_text(json.dumps(chart_values, indent=1))
     cmd = [str(helm), "upgrade", "--install", RELEASE, str(chart_dir(version)),
            "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig), "--skip-crds",
-           "--values", str(values_file), "--wait", "--timeout", HELM_WAIT]
+           "--values", str(values_file), "--server-side", "false",
+           "--wait", "--timeout", HELM_WAIT]
     proc = process.run(cmd, HELM_TIMEOUT_S, what=f"helm upgrade --install karpenter {version}")
     if proc.returncode != 0:
         raise ClusterError(f"helm upgrade --install of Karpenter {version}'s chart failed:\n"

@@ -98,19 +98,22 @@ def kind_config(kubernetes: str) -> str:
                           sort_keys=False)
 
 
-def kwok_kustomization(module_dir: Path) -> dict:
-    """kwok's own manifests (kustomize/kwok of the module), as Karpenter's hack/install-kwok.sh
+def kwok_kustomization(kustomize_dir: str) -> dict:
+    """kwok's own manifests (``kustomize_dir``/kwok: a copy of the module's kustomize/, which
+    kustomize only reads below the kustomization), as Karpenter's hack/install-kwok.sh
     patches them: the control plane's taint tolerated, never on kwok's own nodes."""
     deployment_patch = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kwok-controller"},
         "spec": {"template": {"spec": {
-            "tolerations": [{"operator": "Equal", "key": "CriticalAddonsOnly",
+            # install-kwok.sh tolerates CriticalAddonsOnly with Equal and no value; this
+            # control plane's taint has the value "true" (CRITICAL_ADDONS_ONLY)
+            "tolerations": [{"operator": "Exists", "key": "CriticalAddonsOnly",
                              "effect": "NoSchedule"}],
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [{"matchExpressions": [
                     {"key": "kwok.x-k8s.io/node", "operator": "DoesNotExist"}]}]}}}}}}}
     return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": [str(module_dir / "kustomize" / "kwok")],
+            "resources": [f"{kustomize_dir}/kwok"],
             "images": [{"name": "registry.k8s.io/kwok/kwok", "newTag": versions.KWOK}],
             "patches": [{"patch": yaml.safe_dump(deployment_patch)}]}
 
@@ -361,10 +364,10 @@ class KindCluster:
                               ["/usr/local/bin/kwok"])
         self.load_image(KWOK_IMAGE)
         with tempfile.TemporaryDirectory(dir=self.local.run_dir) as tmp:
+            shutil.copytree(module / "kustomize", Path(tmp) / "kwok-kustomize")
             (Path(tmp) / "kustomization.yaml").write_text(yaml.safe_dump(
-                kwok_kustomization(module)))
-            manifests = self.local.kubectl("kustomize", "--load-restrictor",
-                                           "LoadRestrictionsNone", tmp)
+                kwok_kustomization("kwok-kustomize")))
+            manifests = self.local.kubectl("kustomize", tmp)
             rendered = Path(tmp) / "kwok.yaml"
             rendered.write_text(manifests)
             self.local.kubectl("apply", "--server-side", "-f", str(rendered))
@@ -421,14 +424,10 @@ class KindCluster:
                     version, self.name, time.monotonic() - started, image)
 
     def _apply_catalogue(self) -> None:
-        local = self.local
-        manifest = local.kubectl("-n", chart.NAMESPACE, "create", "configmap",
-                                 chart.CATALOGUE_CONFIGMAP,
-                                 f"--from-file={chart.CATALOGUE_KEY}={local.catalogue_file}",
-                                 "--dry-run=client", "-o", "yaml")
-        path = local.run_dir / "catalogue-configmap.yaml"
-        path.write_text(manifest)
-        local.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+        """The catalogue onto the node, where the chart's values mount it from."""
+        node = f"{self.name}-control-plane"
+        images.docker("exec", node, "mkdir", "-p", str(Path(chart.CATALOGUE_ON_NODE).parent))
+        images.docker("cp", str(self.local.catalogue_file), f"{node}:{chart.CATALOGUE_ON_NODE}")
 
     def _installed(self) -> bool:
         try:

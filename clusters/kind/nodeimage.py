@@ -413,9 +413,12 @@ def _build(pins: Pins, ref: str) -> None:
             archive = Path(tmp) / "images.tar"
             images.save(made, archive)
             _import_images(container, archive)
+        # kind's base image also sets STOPSIGNAL SIGRTMIN+3 (systemd's); Docker 20.10's
+        # commit cannot, and kind removes its nodes with `docker rm -f`, which it does not
+        # change.
         images.docker("commit", *images.changes(
-            ["/usr/local/bin/entrypoint", "/sbin/init"], {"container": "docker"},
-            ("STOPSIGNAL SIGRTMIN+3",)), container, ref, timeout=images.MOVE_TIMEOUT_S)
+            ["/usr/local/bin/entrypoint", "/sbin/init"], {"container": "docker"}),
+            container, ref, timeout=images.MOVE_TIMEOUT_S)
     finally:
         process.run(["docker", "rm", "-f", container], images.DOCKER_TIMEOUT_S)
 
@@ -442,6 +445,8 @@ def _import_images(container: str, archive: Path) -> None:
           "--no-unpack", "--digests", "/images.tar", timeout=images.MOVE_TIMEOUT_S)
     listed = _exec(container, "ctr", "--namespace=k8s.io", "images", "list", "-q")
     log.info("kind node image holds %d images", len(listed.split()))
+    # The build container's PID 1 is sleep, which reaps no one: a stopped containerd stays
+    # a zombie, so "gone" is "no containerd but zombies".
     _exec(container, "timeout", "30", "bash", "-c",
-          "pkill containerd; rm -f /images.tar /var/log/containerd-build.log; "
-          "while pgrep -x containerd >/dev/null; do sleep 0.2; done")
+          "pkill -x containerd; rm -f /images.tar /var/log/containerd-build.log; "
+          "while ps -C containerd -o stat= | grep -qv '^Z'; do sleep 0.2; done")
