@@ -8,11 +8,13 @@ setting the chart has a value for goes there (``settings.batchMaxDuration``, ``l
 ...), any other as an entry of ``controller.env``; the catalogue is a file mounted
 through ``extraVolumes`` from the node (a hostPath: the curated catalogue is 1.16 MB, the full
 one 11.5 MB compact, over a ConfigMap's 1 MiB; Karpenter runs on the one real node, the
-control plane, which the chart's affinity keeps it to). FEATURE_GATES is set in ``controller.env`` because the chart's own
-FEATURE_GATES names a fixed set of gates (NodeOverlay is not among them in v1.15.0): Kubernetes
-takes the last of two entries of one name, and the API server warns of it. Server-side apply
-refuses the duplicate key ("duplicate entries for key [name=FEATURE_GATES]"), so Helm applies
-client-side (``--server-side false``: Helm 3's way, Helm 4's default is server-side).
+control plane, which the chart's affinity keeps it to).
+
+FEATURE_GATES is set in ``controller.env`` because the chart's own FEATURE_GATES names a
+fixed set of gates (NodeOverlay is not among them in v1.15.0): Kubernetes takes the last of
+two entries of one name, and the API server warns of it. Server-side apply refuses the
+duplicate key ("duplicate entries for key [name=FEATURE_GATES]"), so Helm applies
+client-side (``--server-side false``: Helm 3's way; Helm 4's default is server-side).
 """
 
 from __future__ import annotations

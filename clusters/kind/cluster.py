@@ -67,6 +67,7 @@ NOT_ON_KARPENTER_NODES = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDurin
 SYSTEM_DAEMONSETS = ("kube-proxy", "kindnet")
 # Labels on the Docker network each cluster gets: `make sweep` finds leftovers by them.
 NETWORK_LABEL = "karpenter-e2e.cluster"
+CREATED_LABEL = "karpenter-e2e.created"
 # Bounds, not measurements: `kind create cluster` took 1-2 min on this 2-core machine.
 CREATE_TIMEOUT_S = 900
 KIND_WAIT = "300s"
@@ -132,12 +133,22 @@ class KindCluster:
         # "built" (made here with no registry), "kindest" (kind's published one) or an image;
         # None: kindest where a registry answers, else built (resolved at up)
         self.node_image = node_image
-        self.local = LocalCluster(f"kind-{name}", karpenter_version,
+        self.local = LocalCluster(self.files_name(name), karpenter_version,
                                   catalogue_exclude=catalogue_exclude, mutant=mutant,
                                   catalogue_selection=catalogue_selection,
                                   kubernetes_version=kubernetes_version, settings=settings)
         self.kubeconfig = self.local.kubeconfig
         self.network = f"karpenter-e2e-{name}"[:60]
+
+    @staticmethod
+    def files_name(name: str) -> str:
+        """The name of its run directory (and lock files) in the per-user cache."""
+        return f"kind-{name}"
+
+    @staticmethod
+    def node_container(name: str) -> str:
+        """kind's name for the cluster's one node's container."""
+        return f"{name}-control-plane"
 
     # ---- delegated to local mode ---------------------------------------------------------
     @property
@@ -315,14 +326,14 @@ class KindCluster:
         proc = process.run(["docker", "network", "create", "-d=bridge",
                             "-o", "com.docker.network.bridge.enable_ip_masquerade=true",
                             "--label", f"{NETWORK_LABEL}={self.name}",
-                            "--label", f"karpenter-e2e.created={int(time.time())}",
+                            "--label", f"{CREATED_LABEL}={int(time.time())}",
                             self.network], 60)
         if proc.returncode != 0:
             raise ClusterError(f"docker network create {self.network} failed: "
                                f"{proc.stderr.strip()}")
 
     def _node_diagnosis(self) -> str:
-        node = f"{self.name}-control-plane"
+        node = self.node_container(self.name)
         out = process.run(["docker", "exec", node, "journalctl", "--no-pager", "-n", "30",
                            "-u", "kubelet", "-u", "containerd"], 60)
         return f"\n--- {node}: kubelet and containerd ---\n{out.stdout[-4000:]}" \
@@ -425,7 +436,7 @@ class KindCluster:
 
     def _apply_catalogue(self) -> None:
         """The catalogue onto the node, where the chart's values mount it from."""
-        node = f"{self.name}-control-plane"
+        node = self.node_container(self.name)
         images.docker("exec", node, "mkdir", "-p", str(Path(chart.CATALOGUE_ON_NODE).parent))
         images.docker("cp", str(self.local.catalogue_file), f"{node}:{chart.CATALOGUE_ON_NODE}")
 

@@ -184,6 +184,38 @@ def down() -> str:
     return f"docker: stopped dockerd (pid {pid})"
 
 
+def container_usage(container_id: str) -> tuple[float, float] | None:
+    """A running container's memory in MiB (as `docker stats` counts it: usage less inactive
+    file cache) and CPU seconds so far, read from its cgroup (v1, or v2 under either cgroup
+    driver); None where neither is found."""
+    v1 = Path("/sys/fs/cgroup/memory/docker") / container_id
+    if v1.is_dir():
+        try:
+            usage = int((v1 / "memory.usage_in_bytes").read_text())
+            stat = dict(line.split() for line in (v1 / "memory.stat").read_text().splitlines())
+            cpu = int((Path("/sys/fs/cgroup/cpuacct/docker") / container_id
+                       / "cpuacct.usage").read_text()) / 1e9
+            return (usage - int(stat.get("total_inactive_file", 0))) / 2**20, cpu
+        except (OSError, ValueError):
+            return None
+    for v2 in (Path("/sys/fs/cgroup/system.slice") / f"docker-{container_id}.scope",
+               Path("/sys/fs/cgroup/docker") / container_id):
+        try:
+            usage = int((v2 / "memory.current").read_text())
+            stat = dict(line.split() for line in (v2 / "memory.stat").read_text().splitlines())
+            cpu = dict(line.split() for line in (v2 / "cpu.stat").read_text().splitlines())
+            return ((usage - int(stat.get("inactive_file", 0))) / 2**20,
+                    int(cpu["usage_usec"]) / 1e6)
+        except (OSError, ValueError, KeyError):
+            continue
+    return None
+
+
+def container_id(name: str) -> str | None:
+    proc = process.run(["docker", "inspect", "--format", "{{.Id}}", name], 30)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
 def _tail(path: Path, lines: int = 5) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
