@@ -202,10 +202,10 @@ def container_usage(container_id: str) -> tuple[float, float] | None:
                Path("/sys/fs/cgroup/docker") / container_id):
         try:
             usage = int((v2 / "memory.current").read_text())
-            stat = dict(line.split() for line in (v2 / "memory.stat").read_text().splitlines())
-            cpu = dict(line.split() for line in (v2 / "cpu.stat").read_text().splitlines())
-            return ((usage - int(stat.get("inactive_file", 0))) / 2**20,
-                    int(cpu["usage_usec"]) / 1e6)
+            mem = dict(line.split() for line in (v2 / "memory.stat").read_text().splitlines())
+            cpus = dict(line.split() for line in (v2 / "cpu.stat").read_text().splitlines())
+            return ((usage - int(mem.get("inactive_file", 0))) / 2**20,
+                    int(cpus["usage_usec"]) / 1e6)
         except (OSError, ValueError, KeyError):
             continue
     return None
