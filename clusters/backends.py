@@ -211,6 +211,15 @@ def release_settings(opts: ClusterOptions) -> ksettings.Known | None:
     return None
 
 
+def files_name(mode: str, name: str) -> str:
+    """The name cluster ``name``'s run directory and lock files have in the per-user cache
+    (kind's are apart from a local cluster of the same name)."""
+    if mode == "kind":
+        from karpenter_e2e.clusters.kind.cluster import KindCluster
+        return KindCluster.files_name(name)
+    return name
+
+
 def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Cluster:
     """The backend ``opts`` choose; ``flag`` names the options in refusals as the caller's
     command line spells them (the plugin passes flags.plugin_flag)."""

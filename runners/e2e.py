@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.infra import cluster_files
@@ -120,12 +121,14 @@ class LaneRun:
                 *(["-n", str(n)] if n > 1 else ["-p", "no:xdist"]), *own,
                 plugin_flag("reports-dir"), str(reports / "plain"), *args], reports / "plain" / "pytest.log",
                 tee=True))
-        self.files_name, container = cluster_name, None
-        if cluster_opts is not None and cluster_opts.cluster == "kind":
+        self.mode = cluster_opts.cluster if cluster_opts is not None else "local"
+        container = None
+        if self.mode == "kind":
             from karpenter_e2e.clusters.kind.cluster import KindCluster
-            self.files_name = KindCluster.files_name(cluster_name)
             container = KindCluster.node_container(cluster_name)
-        self.usage = usage.LaneUsage(str(cluster_files.directory(self.files_name)), container=container)
+        self.usage = usage.LaneUsage(
+            str(cluster_files.directory(backends.files_name(self.mode, cluster_name))),
+            container=container)
         self.started = self.ended = 0.0
         self.up_s: float | None = None
         self.up_error = ""
@@ -194,7 +197,8 @@ class LaneRun:
                 # A red lane's cluster logs go with its report: the next run of the same lane
                 # name starts its cluster afresh, and would remove them.
                 red = not all(p.code == 0 for p in self.procs)
-                said = cluster_dirs.retire(self.files_name, self.reports if red else None)
+                said = cluster_dirs.retire(self.cluster_name, self.reports if red else None,
+                                           self.mode)
                 if said:
                     print(f"e2e: {self.tag} {'red: ' if red else ''}{said}", file=sys.stderr,
                           flush=True)

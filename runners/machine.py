@@ -24,8 +24,8 @@ CLUSTER_BUSY_CORES = 0.21
 # kind (docs/measurements.md, "One kind cluster's cost"): the node container's memory as
 # `docker stats` counts it (usage less inactive file cache) and its CPU seconds over a run of
 # the suites, and `kind create` plus Karpenter's chart, one after another, on this machine.
-KIND_CLUSTER_PEAK_MIB = 1200
-KIND_BUSY_CORES = 0.30
+KIND_CLUSTER_PEAK_MIB = 950
+KIND_BUSY_CORES = 0.37
 KIND_BRINGUP_S = 150.0
 CPU_TARGET = 0.75
 WORKERS_PER_CLUSTER = 4  # plain tests at once on a plain lane (serial lanes run one)

@@ -8,14 +8,17 @@ its log is followed into a file (podlogs) so the oracles read it as in local mod
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from karpenter_e2e.clusters.api.kube import Kube
+from karpenter_e2e.clusters.api.kube import Kube, if_found
 from karpenter_e2e.clusters.api.waits import DEFAULTS, Observation, eventually
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import process
@@ -132,6 +135,29 @@ class InCluster:
             return resp[0].data.decode()
         except (ApiException, OSError):
             return None
+
+
+def stale_webhooks(kube: Kube, namespace: str) -> list[str]:
+    """Webhook configurations that call a Karpenter Service in ``namespace`` with no ready
+    endpoint: left by an earlier release (the v1.0 chart had webhooks), every API write they
+    cover fails."""
+    found = []
+    admission = client.AdmissionregistrationV1Api(kube.api)
+    hooks: list[tuple[str, Any]] = []
+    for listed in (admission.list_validating_webhook_configuration(_request_timeout=kube.timeout),
+                   admission.list_mutating_webhook_configuration(_request_timeout=kube.timeout)):
+        for config in listed.items:
+            name = (config.metadata.name if config.metadata else None) or "?"
+            hooks += [(name, hook) for hook in config.webhooks or []]
+    for name, hook in hooks:
+        svc = hook.client_config.service if hook.client_config else None
+        if svc is None or svc.namespace != namespace or "karpenter" not in (svc.name or ""):
+            continue
+        endpoints = if_found(functools.partial(kube.core.read_namespaced_endpoints, svc.name,
+                                               svc.namespace, _request_timeout=kube.timeout))
+        if endpoints is None or not any(subset.addresses for subset in endpoints.subsets or []):
+            found.append(f"{name} -> {svc.namespace}/{svc.name} (no ready endpoint)")
+    return found
 
 
 def follow_logs(kubeconfig: Path, namespace: str, out: Path, context: str | None = None,

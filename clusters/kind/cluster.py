@@ -34,7 +34,7 @@ from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import build, process, versions
 from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
-from karpenter_e2e.clusters.karpenter import incluster
+from karpenter_e2e.clusters.karpenter import compat, incluster, settings as ksettings
 from karpenter_e2e.clusters.kind import chart, docker, images, nodeimage
 from karpenter_e2e.clusters.local.cluster import LocalCluster
 
@@ -268,13 +268,36 @@ class KindCluster:
         detail = "\n".join(f"{n:12} {'running' if ok else 'DOWN'}" for n, ok in comps.items())
         return Status(all(comps.values()) and len(comps) == 3, detail, comps)
 
+    def _installed_as(self) -> tuple:
+        """What Karpenter the cluster runs: release, build, Kubernetes, settings, catalogue."""
+        state = self.local._state()
+        return (state.get("karpenter_version"), state.get("karpenter_build", "release"),
+                state.get("kubernetes"), ksettings.render(state.get("karpenter_settings", {})),
+                state.get("catalogue_selection", "curated"))
+
+    def _wanted(self) -> tuple:
+        local = self.local
+        return (self.karpenter_version, local._build_name(), local.kubernetes_version,
+                ksettings.render(local.settings), local.catalogue_selection)
+
     def up(self, reuse: bool = False) -> ClusterInfo:
+        self.local.check_options()  # a setting the release does not read: refused first
         docker_version = self.check_tools()
         exists = self.exists()
         if exists and reuse and self.status().running:
-            log.warning("reusing kind cluster %r", self.name)
-            self._follow_logs()
-            return self.info()
+            running, wanted = self._installed_as(), self._wanted()
+            if running == wanted:
+                log.warning("reusing kind cluster %r", self.name)
+                self._follow_logs()
+                return self.info()
+            if running[:3] + running[4:] == wanted[:3] + wanted[4:]:
+                # Only the settings differ: what an operator does with new Helm values (the
+                # cluster stays, Karpenter rolls out with them).
+                self.restart_karpenter()
+                return self.info()
+            log.warning("kind cluster %r runs Karpenter %s (%s) on Kubernetes %s with %s "
+                        "(catalogue %s), not %s (%s) on %s with %s (catalogue %s)",
+                        self.name, *running, *wanted)
         if exists:
             log.warning("kind cluster %r left from before; recreating it", self.name)
             self.down()
@@ -398,21 +421,28 @@ class KindCluster:
                               self.local.logs_dir / "karpenter.log")
 
     def start_karpenter(self, version: str | None = None) -> None:
-        """Karpenter ``version`` installed (or upgraded) by its chart, and ready; its log
-        followed. Where its Deployment is only stopped (scaled to 0), it is scaled back."""
-        local = self.local
+        """Karpenter ``version`` running: where its Deployment is only stopped (scaled to 0)
+        with this release, build and settings, scaled back; else installed, or upgraded, by
+        its chart. Its log followed."""
         version = version or self.karpenter_version
-        if version == local._state().get("karpenter_version") and self._installed():
+        wanted = (version, *self._wanted()[1:])
+        if self._installed_as() == wanted and self._installed():
             self._karpenter().start()
             self._follow_logs()
             return
+        self._install(version)
+
+    def _install(self, version: str) -> None:
+        """`helm upgrade --install` of ``version``'s chart with this cluster's settings: its
+        image loaded first, its CRDs applied before the controller (as upstream does)."""
+        local = self.local
         binary = local._karpenter_binary(version)
         image = chart.image_ref(version, local._build_name(version), binary)
         if not images.exists(image):
             images.from_files(image, {"ko-app/karpenter": binary}, ["/ko-app/karpenter"])
         self.load_image(image)
         if version != local._state().get("crds_version"):
-            local._install_crds(version)  # new CRDs first, then the controller (as upstream)
+            local._install_crds(version)
             local._save_state(crds_version=version)
         reads_file = build.reads_catalogue_file(build.download_karpenter(version))
         if reads_file:
@@ -430,7 +460,8 @@ class KindCluster:
         self._karpenter().wait(True)
         local._save_state(karpenter_version=version, karpenter_image=image,
                           karpenter_settings=local.settings,
-                          karpenter_build=local._build_name(version))
+                          karpenter_build=local._build_name(version),
+                          catalogue_selection=local.catalogue_selection)
         log.warning("Karpenter %s installed by its chart in kind cluster %r in %.0fs (%s)",
                     version, self.name, time.monotonic() - started, image)
 
@@ -455,17 +486,71 @@ class KindCluster:
             self._karpenter().stop()
 
     def upgrade_karpenter(self, version: str) -> None:
-        """What a platform team does: the new CRDs, then `helm upgrade` to the new chart."""
-        self.local.check_version(version)
-        self.local._karpenter_binary(version)  # before anything changes
-        self.start_karpenter(version)
-        self.local.karpenter_version = version
+        """What a platform team does: the new CRDs, then `helm upgrade` to the new chart;
+        then the upgrade itself is checked: every replica runs the new image, the cluster's
+        CRDs are the new release's, and no Karpenter webhook is left calling a Service that
+        does not answer."""
+        local = self.local
+        local.check_version(version)
+        support = compat.supported(version)
+        if compat.minor(local.kubernetes_version) not in support:  # the cluster stays
+            raise ClusterError(f"Karpenter {version} does not support this cluster's "
+                               f"Kubernetes {local.kubernetes_version}: {support.text}")
+        local._karpenter_binary(version)  # before anything changes
+        self._install(version)
+        local.karpenter_version = version
+        log.warning("kind cluster %r: upgrade to %s checked: %s", self.name, version,
+                    "; ".join(self.check_upgraded(version)))
+
+    def check_upgraded(self, version: str) -> list[str]:
+        """What an upgrade to ``version`` must leave, each said; a ClusterError names what
+        it did not."""
+        kube, local = self.kube(), self.local
+        image = local._state().get("karpenter_image", "")
+        d = self._karpenter().deployment()
+        pods = [p for p in kube.pods(chart.NAMESPACE, incluster.SELECTOR)
+                if p.metadata and not p.metadata.deletion_timestamp]
+        images_run = sorted({c.image or "" for p in pods
+                             for c in (p.spec.containers if p.spec else [])
+                             if c.name == "controller"})
+        if d.image != image or images_run != [image]:
+            raise ClusterError(f"after the upgrade to {version} Karpenter's Deployment runs "
+                               f"{d.image} and its pods {images_run}, not {image}")
+        said = [f"{d.ready_replicas}/{d.replicas} replica(s) ready on {image}"]
+        stale = []
+        for crd_dir in local.crd_dirs(version):
+            for path in sorted(crd_dir.glob("*.yaml")):
+                want = yaml.safe_load(path.read_text())
+                live = kube.api.sanitize_for_serialization(
+                    kube.apiext.read_custom_resource_definition(
+                        want["metadata"]["name"], _request_timeout=kube.timeout))
+                if _schemas(want) != _schemas(live):
+                    stale.append(want["metadata"]["name"])
+        if stale:
+            raise ClusterError(f"after the upgrade to {version} these CRDs are not "
+                               f"{version}'s: {', '.join(stale)}")
+        said.append(f"CRDs are {version}'s")
+        broken = incluster.stale_webhooks(kube, chart.NAMESPACE)
+        if broken:
+            raise ClusterError(f"after the upgrade to {version} Karpenter's webhooks call "
+                               f"Services that do not answer: {'; '.join(broken)}")
+        said.append("no Karpenter webhook calls a Service that does not answer")
+        return said
 
     def restart_karpenter(self) -> None:
+        """Karpenter rolled out again with this cluster's settings (`helm upgrade` with the
+        new values; a rollout restart where they are the same): the cluster's nodes and
+        objects stay."""
+        before = ksettings.render(self.local._state().get("karpenter_settings", {}))
         started = time.monotonic()
-        self.local.kubectl("-n", chart.NAMESPACE, "rollout", "restart", "deployment/karpenter")
-        self._karpenter().wait(True)
-        log.warning("kind cluster %r: Karpenter restarted in %.1fs", self.name,
+        if self._installed_as() == self._wanted():
+            self.local.kubectl("-n", chart.NAMESPACE, "rollout", "restart",
+                               "deployment/karpenter")
+            self._karpenter().wait(True)
+        else:
+            self._install(self.karpenter_version)
+        log.warning("kind cluster %r: Karpenter rolled out with %s (it ran with %s) in %.1fs",
+                    self.name, ksettings.render(self.local.settings), before,
                     time.monotonic() - started)
 
     def karpenter_peak_memory_mib(self) -> float | None:
@@ -497,3 +582,9 @@ class KindCluster:
                     if item != local.logs_dir:
                         shutil.rmtree(item) if item.is_dir() else item.unlink()
             log.warning("kind cluster %r is down; logs kept in %s", self.name, local.logs_dir)
+
+
+def _schemas(crd: dict) -> dict:
+    """A CRD's versions and their schemas, as the API server serves them."""
+    return {v["name"]: (v.get("served"), v.get("storage"), v.get("schema"))
+            for v in crd["spec"]["versions"]}
