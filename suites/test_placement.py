@@ -1121,6 +1121,10 @@ def test_a_no_execute_taint_needs_a_no_execute_toleration(nodepool_factory, infl
         wrong_effect = inflate_factory("wrong-effect", replicas=0, node_selector=pool.own_nodes,
                                        tolerations=[{**NO_EXECUTE, "operator": "Equal",
                                                      "effect": "NoSchedule"}])
+        # The pool Ready before any pod is pending: each round until then Karpenter logs
+        # "ignoring nodepool, not ready" at ERROR, four times on kind before its NodeClass was
+        # Ready, which the log oracle counts as an error loop.
+        expect.eventually_nodepools_ready(pool)
 
     with step("scale each to 1"):
         for w in (tolerating, bare, wrong_effect):
