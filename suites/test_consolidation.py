@@ -58,7 +58,8 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
     with step("expect the empty nodes to be gone within consolidateAfter + tolerance"):
         # Karpenter's own record of when the nodes emptied starts its consolidateAfter clock.
         claims = expect.eventually_nodeclaims(
-            pool, lambda cs: last_pod_event(cs) > bound, "the NodeClaims to record the emptying")
+            pool, lambda cs: bool(cs) and last_pod_event(cs) > bound,
+            "the NodeClaims to record the emptying")
         emptied = last_pod_event(claims)
         deadline = emptied + CONSOLIDATE_AFTER + TOLERANCE
         timeline.mark(emptied, "emptied (lastPodEventTime)")
