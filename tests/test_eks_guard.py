@@ -51,6 +51,12 @@ class FakeApi:
     def crd_established(self, name):
         return name in self.crds
 
+    def follow_logs(self, namespace, out):
+        self.calls.append(f"follow logs {namespace} -> {out.name}")
+
+    def stop_following(self, out):
+        self.calls.append(f"stop following {out.name}")
+
     def patch_deployment(self, namespace, name, body):
         self.patches.append(body)
         replicas = body["spec"]["replicas"]

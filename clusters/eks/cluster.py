@@ -58,6 +58,7 @@ class KubeApi:
     with the same methods."""
 
     def __init__(self, kubeconfig: Path, context: str | None = None):
+        self.kubeconfig, self.context = Path(kubeconfig), context
         if not Path(kubeconfig).is_file():
             raise ClusterError(f"kubeconfig {kubeconfig} does not exist; pass the EKS cluster's "
                                "kubeconfig (aws eks update-kubeconfig --kubeconfig <path> ...)")
@@ -86,6 +87,13 @@ class KubeApi:
     def patch_deployment(self, namespace: str, name: str, body: dict) -> None:
         self.kube.apps.patch_namespaced_deployment(name, namespace, body,
                                                    _request_timeout=self.kube.timeout)
+
+    def follow_logs(self, namespace: str, out: Path) -> None:
+        """Karpenter's log from its pods into ``out`` (karpenter.podlogs), for the oracles."""
+        incluster.follow_logs(self.kubeconfig, namespace, out, self.context)
+
+    def stop_following(self, out: Path) -> None:
+        incluster.stop_following(out)
 
 
 def opt_in_howto(cluster: str, context: str | None = None,
@@ -253,20 +261,29 @@ class EksCluster:
         return zones
 
     # ---- lifecycle -----------------------------------------------------------------------
+    @property
+    def karpenter_log(self) -> Path:
+        return self.run_dir / "logs" / "karpenter.log"
+
     def up(self, reuse: bool = True) -> ClusterInfo:
-        """Check the existing cluster; ``reuse`` is implied: eks mode never creates one."""
+        """Check the existing cluster; ``reuse`` is implied: eks mode never creates one.
+        Karpenter's log is followed from its pods into the run directory, for the oracles."""
         server, deployment = self._check()
+        zones = self._zones()
+        self.api().follow_logs(deployment.namespace, self.karpenter_log)
         info = ClusterInfo(mode=self.mode, name=self.name, kubeconfig=self.kubeconfig,
                            versions={"kubernetes": server, "karpenter": deployment.version},
                            nodeclass_group="karpenter.k8s.aws", nodeclass_kind="EC2NodeClass",
-                           nodeclass_version="v1", zones=self._zones(),
-                           node_launch_s=NODE_LAUNCH_S)
+                           nodeclass_version="v1", zones=zones,
+                           node_launch_s=NODE_LAUNCH_S, karpenter_log=self.karpenter_log)
         log.warning("using EKS cluster %r (Kubernetes %s, Karpenter %s in %s, zones %s)",
                     self.name, server, deployment.version, deployment.namespace,
                     ", ".join(info.zones))
         return info
 
     def down(self) -> None:
+        if self._api is not None:
+            self._api.stop_following(self.karpenter_log)
         log.warning("eks mode leaves EKS cluster %r and its Karpenter as they are; delete the "
                     "cluster with `eksctl delete cluster --name %s --region %s`",
                     self.name, self.name, self.region)
@@ -283,7 +300,7 @@ class EksCluster:
                       {"api": True, "opt-in": True, "karpenter": ready})
 
     def logs(self) -> dict[str, Path]:
-        return {}  # Karpenter logs from its pods (kubectl logs), not from files here
+        return {"karpenter": self.karpenter_log} if self.karpenter_log.exists() else {}
 
     def ami_spec(self, ami: str) -> dict:
         """EC2NodeClass spec fields pinning ``ami`` (for scenarios that change the AMI)."""

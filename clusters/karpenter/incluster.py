@@ -162,16 +162,24 @@ def stale_webhooks(kube: Kube, namespace: str) -> list[str]:
 
 def follow_logs(kubeconfig: Path, namespace: str, out: Path, context: str | None = None,
                 log_path: Path | None = None) -> int:
-    """Start the pod-log follower (podlogs) appending Karpenter's log to ``out``; its pid.
-    ``out`` is in its command line: stop_following finds it by that."""
-    stop_following(out)
+    """The pod-log follower (podlogs) appending Karpenter's log to ``out``: the one running,
+    else one started; its pid. One only: a second would append every line again (it streams
+    each container from its first line). ``out`` is in its command line: that is how it is
+    found."""
+    running = _followers(out)
+    if running:
+        return running[0]
+    out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "karpenter_e2e.clusters.karpenter.podlogs",
            "--kubeconfig", str(kubeconfig), "--namespace", namespace, "--selector", SELECTOR,
            "--out", str(out), *(["--context", context] if context else [])]
     return process.spawn(cmd, log_path or out.with_name("podlogs.log"), out.parent).pid
 
 
+def _followers(out: Path) -> list[int]:
+    return [pid for pid in process.pids_using(str(out)) if "podlogs" in process.cmdline(pid)]
+
+
 def stop_following(out: Path) -> None:
-    for pid in process.pids_using(str(out)):
-        if "podlogs" in process.cmdline(pid):
-            process.terminate(pid)
+    for pid in _followers(out):
+        process.terminate(pid)
