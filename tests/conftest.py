@@ -40,6 +40,23 @@ def provider_module() -> Path:
     return provider.module_dir()
 
 
+@pytest.fixture(scope="session")
+def kwok_module() -> Path:
+    """The pinned kwok module as local mode's builds left it in the Go module cache (read
+    only: no download, no network)."""
+    import subprocess
+
+    from karpenter_e2e.clusters.infra import versions
+    if not shutil.which("go"):
+        pytest.skip("no Go on PATH, so no module cache")
+    modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True,
+                              text=True).stdout.strip()
+    module = Path(modcache) / f"sigs.k8s.io/kwok@{versions.KWOK}"
+    if not module.is_dir():
+        pytest.skip(f"kwok {versions.KWOK} is not in the Go module cache yet")
+    return module
+
+
 @pytest.fixture
 def fake_aws(monkeypatch):
     """moto's in-process AWS for the test's boto3 clients (dummy credentials, no network)."""

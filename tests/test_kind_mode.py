@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -196,15 +195,7 @@ def test_start_kwok_runs_kwok_against_kinds_kubeconfig(cluster, monkeypatch, tmp
     assert cluster.local._state()["kwok_pid"] == os.getpid()
 
 
-def test_real_kwok_module_has_the_stage_files():
+def test_real_kwok_module_has_the_stage_files(kwok_module):
     # The paths above are the kwok module's; fail here, not at bring-up, if they move.
     # Read from the module cache only (local mode's builds put kwok there): no network.
-    from karpenter_e2e.clusters.infra import versions
-    if not shutil.which("go"):
-        pytest.skip("no Go on PATH, so no module cache")
-    modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True,
-                              text=True).stdout.strip()
-    module = Path(modcache) / f"sigs.k8s.io/kwok@{versions.KWOK}"
-    if not module.is_dir():
-        pytest.skip(f"kwok {versions.KWOK} is not in the Go module cache yet")
-    assert [rel for rel in KWOK_STAGES if not (module / rel).is_file()] == []
+    assert [rel for rel in KWOK_STAGES if not (kwok_module / rel).is_file()] == []
