@@ -338,6 +338,17 @@ def test_the_settle_window_is_the_longest_consolidate_after_plus_karpenters_marg
     window, why = oracles.settle_window([_pool("0s", expire_after="60s")])
     assert window is None and "expires its nodes after 60s" in why
     assert oracles.settle_window([_pool("0s", expire_after="720h")]) == (margin, "")
+    # budgets that allow no voluntary disruption: the pool consolidates nothing
+    closed = _pool("5m")
+    for budgets in ([{"nodes": "0"}], [{"nodes": "0%"}, {"nodes": "3"}]):
+        closed["spec"]["disruption"] = {"consolidateAfter": "5m", "budgets": budgets}
+        window, why = oracles.settle_window([closed])
+        assert window is None and "budgets that allow no disruption" in why
+        assert oracles.settle_window([closed, _pool("30s")]) == (30 + margin, "")
+    for budgets in ([{"nodes": "0", "reasons": ["Drifted"]}], [{"nodes": "10%"}],
+                    [{"nodes": "0", "schedule": "@daily", "duration": "1h"}]):
+        closed["spec"]["disruption"] = {"consolidateAfter": "5m", "budgets": budgets}
+        assert oracles.settle_window([closed]) == (300 + margin, ""), budgets
     with pytest.raises(ValueError, match="not a Go duration"):
         oracles.settle_window([_pool("30 seconds")])
 
