@@ -16,7 +16,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) docs e2e durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs
+.PHONY: $(PHONY_E2E) docker docker-down docs e2e e2e-kind durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs
 
 # An editable install: the project's root on the venv's path, where karpenter_e2e/ names the
 # layers by symlink. Nothing to redo when a module is added; only a changed pyproject does.
@@ -65,6 +65,16 @@ durations: setup
 ## make e2e skips them, saying so; the nightly workflow and the upgrade gate run them.
 nightly: build
 	$(E2E_RUN) -- -v -o log_cli=true -m nightly --karpenter-run-nightly $(PYTEST_ARGS)
+
+## e2e-kind: the suites on kind clusters (docs/modes-eks-kind.md): Docker first (make docker),
+## then kind, Helm and the node image (kind's published one where a registry answers, else one
+## built here with no registry), then the lanes, each a kind cluster with kwok and Karpenter
+## installed in it by their own manifests and chart. KIND_IMAGE=built|kindest|<image>
+KIND_IMAGE ?=
+e2e-kind: build docker
+	$(KE2E) cluster build --cluster kind $(if $(KIND_IMAGE),--kind-image $(KIND_IMAGE))
+	$(E2E_RUN) -- -v -o log_cli=true --karpenter-cluster=kind \
+		$(if $(KIND_IMAGE),--karpenter-kind-image $(KIND_IMAGE)) $(PYTEST_ARGS)
 
 ## e2e-aws-sim: the suites against Karpenter's real AWS provider and a fake AWS (aws-sim mode)
 e2e-aws-sim: setup
@@ -197,12 +207,13 @@ scale: setup
 		--karpenter-reports-dir reports $(PYTEST_ARGS)
 
 ## sweep: delete leftovers of earlier runs older than MAX_AGE (SWEEP_ARGS="--dry-run" to list;
-## SWEEP_ARGS="--aws-sim NAME" for an aws-sim cluster and its fake AWS)
+## SWEEP_ARGS="--aws-sim NAME" for an aws-sim cluster and its fake AWS; SWEEP_ARGS="--kind" for
+## the kind clusters earlier runs left on this machine's Docker)
 MAX_AGE ?= 6h
 SWEEP_KUBECONFIG ?= $(HOME)/.cache/karpenter-e2e/clusters/karpenter-e2e/kubeconfig
 SWEEP_ARGS ?=
 sweep: setup
-	$(KE2E) sweep $(if $(findstring --aws-sim,$(SWEEP_ARGS)),,--kubeconfig $(SWEEP_KUBECONFIG)) \
+	$(KE2E) sweep $(if $(findstring --aws-sim,$(SWEEP_ARGS))$(findstring --kind,$(SWEEP_ARGS)),,--kubeconfig $(SWEEP_KUBECONFIG)) \
 		--max-age $(MAX_AGE) $(SWEEP_ARGS)
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm);
@@ -218,12 +229,23 @@ report: $(ALLURE)
 	cd reports && ../$(ALLURE) generate $(abspath $(RESULTS)) --config ../rendering/allurerc.mjs -o html
 	@echo "report: reports/html/index.html"
 
+## docker: a Docker daemon for kind mode: the one that answers, or (Debian, root) Debian's
+## docker.io installed and started, with capwrap registered only where this machine's
+## capability bounding set lacks what --privileged asks for (clusters/kind/docker.py);
+## docker-down stops only a daemon `make docker` started
+docker: setup
+	$(KE2E) docker up
+docker-down: setup
+	$(KE2E) docker down
+
+## cluster-up/down/status: a cluster kept between runs; CLUSTER_ARGS="--cluster kind" for kind
+CLUSTER_ARGS ?=
 cluster-up: setup
-	$(KE2E) cluster up --reuse
+	$(KE2E) cluster up --reuse $(CLUSTER_ARGS)
 cluster-down: setup
-	$(KE2E) cluster down
+	$(KE2E) cluster down $(CLUSTER_ARGS)
 cluster-status: setup
-	$(KE2E) cluster status
+	$(KE2E) cluster status $(CLUSTER_ARGS)
 
 ## check: what Karpenter does with your own NodePools and workloads, on a fresh local cluster
 ## (docs/check.md). check exits 0: every expectation held; 1: one failed; 2: bad input;

@@ -38,7 +38,7 @@ def price_sources(mode: str, catalogue: str | None = None) -> dict[str, list[str
     """Where a node's price label comes from in each mode, per capacity type: [a word or two
     for a node's label in a picture, the sentence]. Spot prices are modelled in both modes
     (and in every local catalogue selection, ``catalogue``)."""
-    if mode == "local":
+    if mode in ("local", "kind"):  # the same KWOK provider and catalogue
         from karpenter_e2e.clusters.infra.catalogue import SPOT_DISCOUNT as RANGE
         from karpenter_e2e.clusters.infra.catalogue_full import on_demand_source
         return {"on-demand": ["list price", on_demand_source(catalogue)],

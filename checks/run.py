@@ -214,7 +214,7 @@ class Check:
         timeline.record(self.kube, observe.NODEPOOL_LABEL, namespace=lambda: ALL_NAMESPACES)
         nodeclass_kind = Kind(info.nodeclass_group, info.nodeclass_version,
                               info.nodeclass_kind.lower() + "es")
-        catalogue = _catalogue(self.backend) if info.mode == "local" else None
+        catalogue = _catalogue(info.catalogue)  # local and kind: the KWOK provider's file
 
         def snapshot(applied: list[Manifest], bundle: Bundle = self.plan.bundle):
             return observe.take(self.kube, bundle, nodeclass_kind, self.backend.karpenter_running,
@@ -504,9 +504,9 @@ def run_pair(base_plan: Plan | None, head_plan: Plan, backend, reports_dir: Path
     return Pair(base, head, base_note, timings)
 
 
-def _catalogue(backend) -> set[str] | None:
-    """The instance types the local cluster's KWOK provider was given (its own file)."""
-    path = getattr(backend, "catalogue_file", None)
+def _catalogue(path: Path | None) -> set[str] | None:
+    """The instance types a KWOK provider was given (the cluster's file), or None where the
+    cloud has its own (aws-sim)."""
     if not path or not Path(path).exists():
         return None
     return {t["name"] for t in json.loads(Path(path).read_text())}

@@ -58,7 +58,7 @@ def _declared(flag: Callable[[str], str], modes: tuple[str, ...]) -> dict[str, d
                  f"release of Karpenter's AWS provider whose core the proxy serves)"),
         "kubernetes-version": dict(
             default=None,
-            help="local and aws-sim: the control plane's Kubernetes, a minor (1.33, v1.33) or a "
+            help="local, aws-sim and kind: the control plane's Kubernetes, a minor (1.33, v1.33) or a "
                  "release (v1.33.13) the Go module proxy serves, inside the Karpenter release's "
                  "supported range (default: the newest served minor inside it; docs/versions.md)"),
         "apiserver-port": dict(
@@ -75,7 +75,7 @@ def _declared(flag: Callable[[str], str], modes: tuple[str, ...]) -> dict[str, d
             help="local/kind: leave types out of the fake catalogue, e.g. arch=arm64"),
         "karpenter-setting": dict(
             action="append", default=[], metavar="KEY=VALUE",
-            help="local, aws-sim: one of Karpenter's own settings for the run, an option's "
+            help="local, aws-sim, kind: one of Karpenter's own settings for the run, an option's "
                  "environment name (MIN_VALUES_POLICY=BestEffort) or a feature gate "
                  "(CapacityBuffer=true); repeatable. A key the release does not read is "
                  "refused, naming those it does"),
@@ -112,7 +112,12 @@ def _declared(flag: Callable[[str], str], modes: tuple[str, ...]) -> dict[str, d
         "interruption-queue": dict(
             default=None,
             help="eks: Karpenter's interruption SQS queue name (default: cluster name)"),
-        "kind-image": dict(default=None, help="kind: node image (default: kind's own)"),
+        "kind-image": dict(
+            default=None, metavar="IMAGE",
+            help="kind: the node image: kindest (kind's published kindest/node for the "
+                 "Kubernetes release, pulled), built (made here with no registry, cached; "
+                 "clusters/kind/nodeimage.py) or any image; default: kindest where a registry "
+                 "answers, else built"),
     }
 
 
@@ -206,6 +211,15 @@ def release_settings(opts: ClusterOptions) -> ksettings.Known | None:
     return None
 
 
+def files_name(mode: str, name: str) -> str:
+    """The name cluster ``name``'s run directory and lock files have in the per-user cache
+    (kind's are apart from a local cluster of the same name)."""
+    if mode == "kind":
+        from karpenter_e2e.clusters.kind.cluster import KindCluster
+        return KindCluster.files_name(name)
+    return name
+
+
 def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Cluster:
     """The backend ``opts`` choose; ``flag`` names the options in refusals as the caller's
     command line spells them (the plugin passes flags.plugin_flag)."""
@@ -218,13 +232,12 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
                             catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag),
                             kubernetes_version=opts.kubernetes_version, settings=settings,
                             catalogue_selection=_catalogue_selection(opts, flag))
-    if settings and mode in ("kind", "eks"):
-        raise ClusterError(f"{flag('karpenter-setting')} is for local and aws-sim mode ({mode}: "
-                           + ("Helm's values set Karpenter's options" if mode == "eks" else
-                              "not built into the kind images yet") + ")")
-    if opts.kubernetes_version and mode in ("kind", "eks"):
-        raise ClusterError(f"{flag('kubernetes-version')} is for local and aws-sim mode ({mode}: "
-                           f"the node image's or the EKS cluster's own Kubernetes)")
+    if settings and mode == "eks":
+        raise ClusterError(f"{flag('karpenter-setting')} is for local, aws-sim and kind mode "
+                           f"(eks: Helm's values set Karpenter's options)")
+    if opts.kubernetes_version and mode == "eks":
+        raise ClusterError(f"{flag('kubernetes-version')} is for local, aws-sim and kind mode "
+                           f"(eks: the EKS cluster's own Kubernetes)")
     if mode == "aws-sim":
         if opts.catalogue_without:
             raise ClusterError(f"{flag('catalogue-without')} is for local and kind mode (aws-sim's "
@@ -247,7 +260,8 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
         return KindCluster(opts.cluster_name, opts.karpenter_version,
                            node_image=opts.kind_image,
                            catalogue_exclude=_catalogue_exclude(opts), mutant=_mutant(opts, flag),
-                           catalogue_selection=_catalogue_selection(opts, flag))
+                           catalogue_selection=_catalogue_selection(opts, flag),
+                           kubernetes_version=opts.kubernetes_version, settings=settings)
     if mode == "eks":
         if not opts.kubeconfig:
             raise ClusterError(f"{flag('cluster')}=eks needs {flag('kubeconfig')} (e.g. from aws eks "

@@ -30,6 +30,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.cluster == "aws-sim":  # plus Karpenter's AWS provider
                 from karpenter_e2e.clusters.awssim import build as awsbuild
                 paths.append(awsbuild.binary(args.karpenter_version))
+            if args.cluster == "kind":  # plus kind, Helm and the node image, into Docker
+                from karpenter_e2e.clusters.kind import chart, nodeimage
+                from karpenter_e2e.clusters.kind.cluster import KindCluster
+                paths += [build.build(nodeimage.kind_target()), build.build(chart.helm_target())]
+                kind = backends.create(backends.ClusterOptions.of(args))
+                assert isinstance(kind, KindCluster)
+                print(f"kind node image {kind.resolve_node_image()} ready")
             print(f"{len(paths)} binaries ready in {build.bin_dir()}")
             return 0
         cluster = backends.create(backends.ClusterOptions.of(args))

@@ -14,10 +14,12 @@ from pathlib import Path
 from karpenter_e2e.clusters.infra import cluster_files, process
 
 
-def retire(cluster: str, red_report: Path | None) -> str:
+def retire(cluster: str, red_report: Path | None, mode: str = "local") -> str:
     """Remove a down cluster's directory, first copying its logs to ``red_report /
     'cluster-logs'`` when given. A directory that a process still uses is left alone (the
     cluster is not down; ``make sweep`` is for that). Says what it did, for the runner's log."""
+    from karpenter_e2e.clusters import backends
+    cluster = backends.files_name(mode, cluster)
     where = cluster_files.directory(cluster)
     if not where.is_dir():
         return ""

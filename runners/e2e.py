@@ -26,6 +26,7 @@ import threading
 import time
 from pathlib import Path
 
+from karpenter_e2e.clusters import backends
 from karpenter_e2e.clusters.base import Cluster
 from karpenter_e2e.clusters.flags import adder, plugin_flag
 from karpenter_e2e.clusters.infra import cluster_files
@@ -84,7 +85,7 @@ def collect(paths: list[str], args: list[str], out: Path) -> list[PlannedTest]:
 
 
 class LaneRun:
-    """One lane: its cluster (brought up and taken down here, in local mode) and its tests:
+    """One lane: its cluster (brought up and taken down here, in local and kind mode) and its tests:
     a serial lane's one at a time (one pytest), a plain lane's with xdist."""
 
     def __init__(self, lane: Lane, cluster_name: str, run_dir: Path, args: list[str],
@@ -120,14 +121,21 @@ class LaneRun:
                 *(["-n", str(n)] if n > 1 else ["-p", "no:xdist"]), *own,
                 plugin_flag("reports-dir"), str(reports / "plain"), *args], reports / "plain" / "pytest.log",
                 tee=True))
-        self.usage = usage.LaneUsage(str(cluster_files.directory(cluster_name)))
+        self.mode = cluster_opts.cluster if cluster_opts is not None else "local"
+        container = None
+        if self.mode == "kind":
+            from karpenter_e2e.clusters.kind.cluster import KindCluster
+            container = KindCluster.node_container(cluster_name)
+        self.usage = usage.LaneUsage(
+            str(cluster_files.directory(backends.files_name(self.mode, cluster_name))),
+            container=container)
         self.started = self.ended = 0.0
         self.up_s: float | None = None
         self.up_error = ""
         self.backend: Cluster | None = None
 
     def bring_up(self) -> None:
-        """Up before its tests start (local mode): clusters come up one at a time, so each
+        """Up before its tests start (local and kind mode): clusters come up one at a time, so each
         lane's tests start as soon as its own cluster is ready. A failure is left to the
         lane's pytest, which then fails its tests with the reason."""
         self.started = time.monotonic()
@@ -189,7 +197,8 @@ class LaneRun:
                 # A red lane's cluster logs go with its report: the next run of the same lane
                 # name starts its cluster afresh, and would remove them.
                 red = not all(p.code == 0 for p in self.procs)
-                said = cluster_dirs.retire(self.cluster_name, self.reports if red else None)
+                said = cluster_dirs.retire(self.cluster_name, self.reports if red else None,
+                                           self.mode)
                 if said:
                     print(f"e2e: {self.tag} {'red: ' if red else ''}{said}", file=sys.stderr,
                           flush=True)
@@ -197,9 +206,9 @@ class LaneRun:
 
 
 def _cluster_options(args: list[str], mode: str) -> argparse.Namespace | None:
-    """The cluster options among the pytest args (local mode: the runner brings the lanes'
-    clusters up and down itself with them); None in other modes, where pytest does."""
-    if mode != "local":
+    """The cluster options among the pytest args (local and kind mode: the runner brings the
+    lanes' clusters up and down itself with them); None in other modes, where pytest does."""
+    if mode not in machine.LANE_MODES:
         return None
     from karpenter_e2e.clusters import backends
     p = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
@@ -247,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     if not tests:
         print("e2e: no test collected", file=sys.stderr)
         return 5
-    if mode == "local":
-        plan = lanes.deal(tests, size.clusters, size.workers, start_gap=machine.BRINGUP_S)
+    if mode in machine.LANE_MODES:
+        plan = lanes.deal(tests, size.clusters, size.workers,
+                          start_gap=machine.COSTS[mode].bringup_s)
     else:  # one cluster that pytest itself reaches: one pytest with xdist (own_karpenter
         # tests then hold the cluster alone through the plugin's room lock)
         only = lanes.Lane(0, size.workers)

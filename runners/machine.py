@@ -21,6 +21,12 @@ WORKER_PEAK_MIB = 150
 # 8 lanes, mean 0.21 (an idle cluster alone: 0.04). Lanes are sized to keep CPU_TARGET of
 # the cores busy at that rate.
 CLUSTER_BUSY_CORES = 0.21
+# kind (docs/measurements.md, "One kind cluster's cost"): the node container's memory as
+# `docker stats` counts it (usage less inactive file cache) and its CPU seconds over a run of
+# the suites, and `kind create` plus Karpenter's chart, one after another, on this machine.
+KIND_CLUSTER_PEAK_MIB = 950
+KIND_BUSY_CORES = 0.37
+KIND_BRINGUP_S = 150.0
 CPU_TARGET = 0.75
 WORKERS_PER_CLUSTER = 4  # plain tests at once on a plain lane (serial lanes run one)
 MAX_CLUSTERS = 8  # 10 at once kept 2 cores 100% busy (load 21) and was slower
@@ -48,8 +54,22 @@ def available_mib() -> int:
     raise SizeError("cannot read MemAvailable from /proc/meminfo")
 
 
-def cluster_mib(workers: int) -> int:
-    return CLUSTER_PEAK_MIB + workers * WORKER_PEAK_MIB
+@dataclass(frozen=True)
+class Cost:
+    """What one cluster of a mode that runs several at once costs (measured, above)."""
+
+    peak_mib: int
+    busy_cores: float
+    bringup_s: float
+
+
+COSTS = {"local": Cost(CLUSTER_PEAK_MIB, CLUSTER_BUSY_CORES, BRINGUP_S),
+         "kind": Cost(KIND_CLUSTER_PEAK_MIB, KIND_BUSY_CORES, KIND_BRINGUP_S)}
+LANE_MODES = tuple(COSTS)  # the modes whose clusters the runner brings up itself, as lanes
+
+
+def cluster_mib(workers: int, mode: str = "local") -> int:
+    return COSTS[mode].peak_mib + workers * WORKER_PEAK_MIB
 
 
 def plan(clusters: int | None, workers: int | None, mode: str = "local",
@@ -60,24 +80,26 @@ def plan(clusters: int | None, workers: int | None, mode: str = "local",
     w = workers or WORKERS_PER_CLUSTER
     if w < 1:
         raise SizeError(f"--workers {w}: at least one worker per cluster")
-    if mode != "local":
+    if mode not in COSTS:
         if clusters not in (None, 1):
-            raise SizeError(f"--clusters {clusters}: several clusters at once is local mode "
-                            f"only ({mode} runs one cluster; shard across jobs instead)")
+            raise SizeError(f"--clusters {clusters}: several clusters at once is for "
+                            f"{' and '.join(LANE_MODES)} mode ({mode} runs one cluster; shard "
+                            f"across jobs instead)")
         return Size(1, w, f"{mode} mode: one cluster, {w} workers")
+    cost = COSTS[mode]
     budget = int(mem_mib * MEMORY_HEADROOM)
-    by_memory = budget // cluster_mib(w)
+    by_memory = budget // cluster_mib(w, mode)
     if clusters is not None:
         if clusters < 1:
             raise SizeError(f"--clusters {clusters}: at least one")
         if clusters > by_memory:
             raise SizeError(
                 f"--clusters {clusters} with {w} workers each needs about "
-                f"{clusters * cluster_mib(w)} MiB ({cluster_mib(w)} MiB a cluster at its "
+                f"{clusters * cluster_mib(w, mode)} MiB ({cluster_mib(w, mode)} MiB a cluster at its "
                 f"measured peak); this machine has {mem_mib} MiB available, so at most "
                 f"{by_memory} fit")
         return Size(clusters, w, f"{clusters} cluster(s) × {w} workers (as asked)")
-    by_cpu = max(1, int(cores * CPU_TARGET / CLUSTER_BUSY_CORES))
+    by_cpu = max(1, int(cores * CPU_TARGET / cost.busy_cores))
     k = max(1, min(MAX_CLUSTERS, by_cpu, by_memory))
     return Size(k, w, f"{k} cluster(s) × {w} workers ({cores} cores: {by_cpu} by CPU; "
                       f"{mem_mib} MiB available: {by_memory} by memory; at most {MAX_CLUSTERS})")

@@ -249,7 +249,7 @@ class Matrix:
         took 25 min beside the runs, more than a child's whole deadline. Returns a build
         error, or "". (aws-sim builds its provider in build_releases and its control plane
         in the child, as before.)"""
-        if self.mode != "local":
+        if self.mode not in ("local", "kind"):
             return ""
         release = (setup_value(setup, "karpenter-version")
                    or (mutant.version if mutant else versions.KARPENTER))
@@ -318,7 +318,7 @@ class Matrix:
             except subprocess.TimeoutExpired:  # stopped: SIGINT; pytest tore its cluster down
                 error = f"its run did not finish in {CHILD_DEADLINE_S}s (see {run_dir})"
         run_s = round(time.monotonic() - started, 1)
-        said = cluster_dirs.retire(cluster, run_dir if rc != 0 else None)
+        said = cluster_dirs.retire(cluster, run_dir if rc != 0 else None, self.mode)
         lines = [json.loads(x) for x in outcomes.read_text().splitlines()] if outcomes.exists() else []
         cells = {s: classify(lines, s) for s in claimed}
         if rc not in (0, 1) and not error:
@@ -423,7 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cluster-prefix", default="mut-",
                    help="prefix of the clusters' names (<prefix><mutant>): two matrices on one "
                         "machine need different ones, or their controls share a cluster")
-    backends.add_options(adder(p.add_argument), only=("cluster",), modes=("local", "aws-sim"))
+    backends.add_options(adder(p.add_argument), only=("cluster",),
+                         modes=("local", "aws-sim", "kind"))
     p.add_argument("--out", type=Path, default=REPORTS / "mutants")
     p.add_argument("--alluredir", type=Path, default=REPORTS / "allure-results")
     p.add_argument("pytest_args", nargs="*", default=list(DEFAULT_PYTEST_ARGS),

@@ -56,7 +56,7 @@ def check_versions(mode: str, from_v: str, to_v: str) -> None:
     if newer <= older:
         raise ClusterError(f"{from_v} -> {to_v} is a downgrade or no change; the gate only "
                            "accepts upgrades")
-    if mode == "local":
+    if mode in ("local", "kind"):  # the same KWOK provider build
         for v in (from_v, to_v):  # any release the module proxy serves, from v1.0 on
             releases.check(v)
         for v in (from_v, to_v):
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     fresh = [f("cluster"), args.cluster, "-p", "no:cacheprovider",
              "--alluredir", str(args.out / "allure-results")]
     kube = None
-    if args.cluster in ("local", "aws-sim"):
+    if args.cluster in ("local", "aws-sim", "kind"):
         # One Kubernetes for every phase: the one FROM runs on, as the team's cluster does.
         # Else the suites on TO would come up on TO's own default minor, a fresh cluster
         # instead of the upgraded one, and the perf phases would compare two minors.
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                                      Path(perf["chart"]).read_bytes(), "image/png", "png")
     red = v["verdict"] != "pass"
     for name in (args.cluster_name, *perf_names.values()):
-        said = cluster_dirs.retire(name, args.out / name if red else None)
+        said = cluster_dirs.retire(name, args.out / name if red else None, args.cluster)
         if said:
             print(f"upgrade gate: {name}: {said}", flush=True)
     print(markdown(v))

@@ -52,8 +52,13 @@ class LaneUsage:
     peak_cluster_mib: float = 0.0
     peak_pytest_mib: float = 0.0
     cpu_s: dict[int, float] = field(default_factory=dict)  # last CPU seconds seen, per pid
+    # kind: the node container, whose cgroup holds the cluster (read once it exists)
+    container: str | None = None
+    container_cpu_s: float = 0.0
 
     def sample(self) -> None:
+        if self.container:
+            self._sample_container(self.container)
         cluster = process.pids_using(self.cluster_dir)
         tests = [pid for root in self.pytest_pids for pid in tree(root)]
         rss = {"cluster": 0, "pytest": 0}
@@ -63,12 +68,21 @@ class LaneUsage:
                 if st:
                     rss[group] += st[2]
                     self.cpu_s[pid] = st[1]
-        self.peak_cluster_mib = max(self.peak_cluster_mib, rss["cluster"] / 2**20)
+        if not self.container:  # kind: the container's cgroup already counted it all
+            self.peak_cluster_mib = max(self.peak_cluster_mib, rss["cluster"] / 2**20)
         self.peak_pytest_mib = max(self.peak_pytest_mib, rss["pytest"] / 2**20)
+
+    def _sample_container(self, name: str) -> None:
+        from karpenter_e2e.clusters.kind import docker
+        cid = docker.container_id(name)
+        seen = docker.container_usage(cid) if cid else None
+        if seen:
+            self.peak_cluster_mib = max(self.peak_cluster_mib, seen[0])
+            self.container_cpu_s = max(self.container_cpu_s, seen[1])
 
     @property
     def cpu_seconds(self) -> float:
-        return sum(self.cpu_s.values())
+        return sum(self.cpu_s.values()) + self.container_cpu_s
 
 
 class Sampler:

@@ -228,7 +228,8 @@ BUFFER_HOLD_S = NEXT_BATCH_S  # past two of Karpenter's batches: time for a runa
 @pytest.mark.covers("gates.CapacityBuffer")
 @pytest.mark.karpenter_settings(CapacityBuffer="true")
 @pytest.mark.karpenter_feature("capacity-buffer")
-@pytest.mark.modes("local", reason="the harness sets Karpenter's feature gates in local mode")
+@pytest.mark.modes("local", "kind",
+                   reason="the harness sets Karpenter's feature gates in local and kind mode")
 def test_capacity_buffer_gets_a_nodeclaim_per_chunk(nodepool_factory, inflate_factory, expect,
                                                     timings):
     """A CapacityBuffer of 3 chunks whose PodTemplate asks 1 CPU with hostname anti-affinity

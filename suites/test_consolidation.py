@@ -173,7 +173,8 @@ def spot_node_left_underused(nodepool_factory, inflate_factory, expect):
 @pytest.mark.covers("gates.SpotToSpotConsolidation")
 @pytest.mark.karpenter_settings(SpotToSpotConsolidation="true")
 @pytest.mark.karpenter_feature("spot-to-spot-consolidation")
-@pytest.mark.modes("local", reason="the harness sets Karpenter's feature gates in local mode")
+@pytest.mark.modes("local", "kind",
+                   reason="the harness sets Karpenter's feature gates in local and kind mode")
 def test_spot_to_spot_replaces_an_underused_spot_node(nodepool_factory, inflate_factory,
                                                       expect):
     """SpotToSpotConsolidation on; a spot node left with 2 of its 10 pods: Karpenter replaces
@@ -226,7 +227,8 @@ DELETION_COST_INTERVAL_S = 60
 @pytest.mark.covers("gates.PodDeletionCostManagement")
 @pytest.mark.karpenter_settings(PodDeletionCostManagement="true")
 @pytest.mark.karpenter_feature("pod-deletion-cost")
-@pytest.mark.modes("local", reason="the harness sets Karpenter's feature gates in local mode")
+@pytest.mark.modes("local", "kind",
+                   reason="the harness sets Karpenter's feature gates in local and kind mode")
 def test_pods_on_the_node_karpenter_would_disrupt_first_get_the_lowest_deletion_cost(
         nodepool_factory, inflate_factory, expect, timeline, timings):
     """PodDeletionCostManagement on; a 3-CPU ReplicaSet pod on one pool's node and a 1-CPU one

@@ -366,7 +366,8 @@ def test_a_static_pool_at_its_node_limit_keeps_its_drifted_nodes(nodepool_factor
 @pytest.mark.karpenter_feature("static-capacity")
 @pytest.mark.karpenter_feature("terminate-first-drift")
 @pytest.mark.feature_gate("StaticCapacity")
-@pytest.mark.modes("local", reason="the harness sets Karpenter's feature gates in local mode")
+@pytest.mark.modes("local", "kind",
+                   reason="the harness sets Karpenter's feature gates in local and kind mode")
 def test_terminate_first_replaces_a_drifted_static_pool_within_its_limit(
         nodepool_factory, expect, cluster, timeline, timings):
     """TerminateFirstDrift on; the same static pool at its limit drifts: Karpenter deletes

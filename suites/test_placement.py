@@ -833,7 +833,8 @@ def test_preferred_anti_affinity_is_planned_for_while_it_can_be_met(nodepool_fac
 @pytest.mark.covers("options.PREFERENCE_POLICY")
 @pytest.mark.karpenter_settings(PREFERENCE_POLICY="Ignore")
 @pytest.mark.karpenter_feature("preference-policy")
-@pytest.mark.modes("local", reason="the harness sets Karpenter's settings in local mode")
+@pytest.mark.modes("local", "kind",
+                   reason="the harness sets Karpenter's settings in local and kind mode")
 def test_preference_policy_ignore_packs_pods_that_prefer_to_spread(nodepool_factory,
                                                                     inflate_factory, expect):
     """PREFERENCE_POLICY Ignore; the preferred-anti-affinity pods and pool: Karpenter drops
@@ -865,7 +866,8 @@ DEFAULT_ZONE_SPREAD = json.dumps({"podTopologySpread": {"defaultConstraints": [{
 @pytest.mark.covers("options.SCHEDULER_CONFIG")
 @pytest.mark.karpenter_settings(SCHEDULER_CONFIG=DEFAULT_ZONE_SPREAD)
 @pytest.mark.karpenter_feature("scheduler-config")
-@pytest.mark.modes("local", reason="the harness sets Karpenter's settings in local mode")
+@pytest.mark.modes("local", "kind",
+                   reason="the harness sets Karpenter's settings in local and kind mode")
 def test_scheduler_config_default_spread_is_given_to_pods_without_their_own(
         nodepool_factory, inflate_factory, expect, timings):
     """SCHEDULER_CONFIG with one default constraint, a zone spread (maxSkew 1, DoNotSchedule);

@@ -782,7 +782,8 @@ SOLVE_S = 10  # Karpenter's scheduling simulation and NodeClaim create after a b
 @pytest.mark.covers("options.BATCH_DURATIONS")
 @pytest.mark.karpenter_settings(BATCH_IDLE_DURATION=f"{BATCH_IDLE_S}s",
                                 BATCH_MAX_DURATION=f"{BATCH_MAX_S}s")
-@pytest.mark.modes("local", reason="the harness sets Karpenter's settings in local mode")
+@pytest.mark.modes("local", "kind",
+                   reason="the harness sets Karpenter's settings in local and kind mode")
 def test_pods_arriving_within_the_idle_window_get_one_decision(nodepool_factory, inflate_factory,
                                                                  expect, timeline, timings):
     """BATCH_IDLE_DURATION 5s, BATCH_MAX_DURATION 20s; 3 one-CPU pods arriving 2s apart:

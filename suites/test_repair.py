@@ -40,7 +40,7 @@ def inject_fault(kube, node: str) -> float:
     return now.timestamp()
 
 
-@pytest.mark.modes("local", reason="drives the KWOK provider's simulated repair fault "
+@pytest.mark.modes("local", "kind", reason="drives the KWOK provider's simulated repair fault "
                                     "(aws-sim's and EKS's policies tolerate Ready=False 10+ min)")
 @pytest.mark.scenario("node-repair")
 @pytest.mark.disruption_loop  # repair is a disruption method: it waits on the loop
@@ -93,7 +93,7 @@ def static_pool_with_an_unhealthy_node(nodepool_factory, expect, timeline):
     return pool, {view.name(c) for c in claims}, view.name(sick), node, since + TOLERATION_S
 
 
-@pytest.mark.modes("local", reason="drives the KWOK provider's simulated repair fault")
+@pytest.mark.modes("local", "kind", reason="drives the KWOK provider's simulated repair fault")
 @pytest.mark.scenario("static-repair-held-at-limit")
 @pytest.mark.disruption_loop
 @pytest.mark.covers("gates.TerminateFirstRepair", "nodepool.limits.nodes.static")
@@ -120,7 +120,7 @@ def test_a_static_pool_at_its_node_limit_keeps_its_unhealthy_node(nodepool_facto
         expect.consistently_nodeclaims_untouched(pool, claims, eligible + ACT_S - time.time())
 
 
-@pytest.mark.modes("local", reason="drives the KWOK provider's simulated repair fault")
+@pytest.mark.modes("local", "kind", reason="drives the KWOK provider's simulated repair fault")
 @pytest.mark.scenario("static-repair-terminate-first")
 @pytest.mark.disruption_loop
 @pytest.mark.covers("gates.TerminateFirstRepair", "nodepool.limits.nodes.static")

@@ -166,7 +166,8 @@ NARROWED = "m5.xlarge"
 @pytest.mark.covers("options.MIN_VALUES_POLICY.BestEffort")
 @pytest.mark.karpenter_settings(MIN_VALUES_POLICY="BestEffort")
 @pytest.mark.karpenter_feature("min-values-policy")
-@pytest.mark.modes("local", reason="the harness sets Karpenter's settings in local mode")
+@pytest.mark.modes("local", "kind",
+                   reason="the harness sets Karpenter's settings in local and kind mode")
 def test_best_effort_relaxes_min_values_and_says_so(nodepool_factory, inflate_factory, expect):
     """MIN_VALUES_POLICY BestEffort; the 5-type pool with minValues 3: a pod that leaves the
     pool's types open gets a NodeClaim of at least 3 types that says minValues was not

@@ -40,21 +40,24 @@ def provider_module() -> Path:
     return provider.module_dir()
 
 
-@pytest.fixture(scope="session")
-def kwok_module() -> Path:
-    """The pinned kwok module as local mode's builds left it in the Go module cache (read
-    only: no download, no network)."""
+def module_in_cache(module: str, version: str) -> Path:
+    """A module from the Go module cache only (a build put it there): no download, no
+    network; the test is skipped when it is not there yet."""
     import subprocess
-
-    from karpenter_e2e.clusters.infra import versions
     if not shutil.which("go"):
         pytest.skip("no Go on PATH, so no module cache")
     modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True,
                               text=True).stdout.strip()
-    module = Path(modcache) / f"sigs.k8s.io/kwok@{versions.KWOK}"
-    if not module.is_dir():
-        pytest.skip(f"kwok {versions.KWOK} is not in the Go module cache yet")
-    return module
+    path = Path(modcache) / f"{module}@{version}"
+    if not path.is_dir():
+        pytest.skip(f"{module} {version} is not in the Go module cache yet")
+    return path
+
+
+@pytest.fixture(scope="session")
+def go_module():
+    """``go_module(module, version)``: the module's directory in the Go module cache."""
+    return module_in_cache
 
 
 @pytest.fixture

@@ -1,43 +1,25 @@
-"""kind mode without kind or Docker: every command goes through kind's ``run``/``spawn``,
-replaced here by a recorder that answers like the real tools would."""
+"""kind mode's parts that need no Docker: the kind config, kwok's manifests, the chart's
+values, the node image's recipe read from kind's own sources, Docker's bring-up decisions and
+the pod-log follower. The real thing (a kind cluster on this machine's Docker) runs in
+`make e2e-kind` and tests/test_kind_lifecycle.py."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import subprocess
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.kind import cluster as kind_mode
+from karpenter_e2e.clusters.infra import versions
+from karpenter_e2e.clusters.karpenter import podlogs
+from karpenter_e2e.clusters.kind import chart, cluster as kind_mode, docker, nodeimage
 from karpenter_e2e.clusters.kind.cluster import KWOK_STAGES, KindCluster
 
 DOCKER_DOWN = ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
                "Is the docker daemon running?")
-
-
-class Tools:
-    """Answers commands by program name; records every command line."""
-
-    def __init__(self, **answers):
-        self.answers = {"kind": (0, "kind v0.30.0 go1.26.8 linux/amd64", ""),
-                        "docker": (0, "28.1.1", ""), **answers}
-        self.ran: list[list[str]] = []
-
-    def __call__(self, cmd, timeout=120):
-        self.ran.append(list(cmd))
-        program = Path(cmd[0]).name
-        if program == "kind" and cmd[1:3] == ["get", "clusters"]:
-            code, out, err = self.answers.get("kind get clusters", (0, "", ""))
-        else:
-            code, out, err = self.answers.get(program, (0, "", ""))
-        return subprocess.CompletedProcess(cmd, code, out, err)
-
-    def commands(self, program: str) -> list[list[str]]:
-        return [c for c in self.ran if Path(c[0]).name == program]
 
 
 @pytest.fixture
@@ -47,42 +29,10 @@ def cluster(tmp_path, monkeypatch) -> KindCluster:
     return KindCluster("e2e")
 
 
-def use(monkeypatch, tools: Tools) -> Tools:
-    monkeypatch.setattr(kind_mode, "run", tools)
-    return tools
-
-
-def test_missing_kind_says_what_to_install(cluster, monkeypatch):
-    use(monkeypatch, Tools(kind=(127, "", "kind: command not found")))
-    with pytest.raises(ClusterError, match=r"kind is not on PATH.*go install sigs.k8s.io/kind"):
-        cluster.up()
-
-
-def test_unreachable_docker_says_to_start_it(cluster, monkeypatch):
-    use(monkeypatch, Tools(docker=(1, "", DOCKER_DOWN)))
-    with pytest.raises(ClusterError) as err:
-        cluster.up()
-    msg = str(err.value)
-    assert msg.startswith("docker is not reachable (`docker info` failed: Cannot connect")
-    assert "start Docker" in msg and "group docker, or DOCKER_HOST" in msg
-
-
-def test_missing_docker_says_to_install_it(cluster, monkeypatch):
-    use(monkeypatch, Tools(docker=(127, "", "docker: command not found")))
-    with pytest.raises(ClusterError, match="install Docker"):
-        cluster.check_tools()
-
-
-def test_kind_with_podman_checks_podman(cluster, monkeypatch):
-    monkeypatch.setenv("KIND_EXPERIMENTAL_PROVIDER", "podman")
-    tools = use(monkeypatch, Tools(podman=(125, "", "cannot connect to Podman")))
-    with pytest.raises(ClusterError, match=r"podman is not reachable"):
-        cluster.check_tools()
-    assert tools.commands("docker") == []
-
-
-def test_kind_config_registers_the_control_plane_tainted():
-    [node] = yaml.safe_load(kind_mode.kind_config())["nodes"]
+# ---- the kind config ------------------------------------------------------------------------
+def test_kind_config_registers_the_control_plane_tainted(monkeypatch):
+    monkeypatch.setattr(kind_mode, "cgroup_v1", lambda: False)
+    [node] = yaml.safe_load(kind_mode.kind_config("v1.36.3"))["nodes"]
     assert node["role"] == "control-plane"
     [patch] = [yaml.safe_load(p) for p in node["kubeadmConfigPatches"]]
     assert patch["kind"] == "InitConfiguration"
@@ -92,110 +42,225 @@ def test_kind_config_registers_the_control_plane_tainted():
     assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in taints
 
 
-def test_local_path_provisioner_gets_the_toleration_and_is_waited_for(cluster, monkeypatch):
-    tools = use(monkeypatch, Tools())
-    cluster.let_local_path_tolerate_the_taint()
-    patch, rollout = tools.ran
-    assert patch[1:] == ["--kubeconfig", str(cluster.kubeconfig), "-n", "local-path-storage",
-                         "patch", "deployment", "local-path-provisioner", "--type=json", "-p",
-                         '[{"op": "add", "path": "/spec/template/spec/tolerations/-", '
-                         '"value": {"key": "CriticalAddonsOnly", "operator": "Exists"}}]']
-    assert rollout[-4:] == ["rollout", "status", "deployment/local-path-provisioner",
-                            "--timeout=120s"]
+def test_kind_config_lets_kubelet_run_on_cgroup_v1_only_there(monkeypatch):
+    monkeypatch.setattr(kind_mode, "cgroup_v1", lambda: True)
+    [node] = yaml.safe_load(kind_mode.kind_config("v1.36.3"))["nodes"]
+    kubelet = [yaml.safe_load(p) for p in node["kubeadmConfigPatches"]][1]
+    assert kubelet == {"kind": "KubeletConfiguration", "failCgroupV1": False}
+    # Kubernetes before 1.31 has no such field (and does not refuse v1)
+    [node] = yaml.safe_load(kind_mode.kind_config("v1.30.14"))["nodes"]
+    assert len(node["kubeadmConfigPatches"]) == 1
 
 
-def test_local_path_failure_is_an_error(cluster, monkeypatch):
-    use(monkeypatch, Tools(**{"kubectl-v1.36.3": (1, "", "deployments not found")}))
-    with pytest.raises(ClusterError, match="local-path-provisioner cannot run .*not found"):
-        cluster.let_local_path_tolerate_the_taint()
+def test_kwok_is_installed_from_its_own_manifests_kept_off_its_nodes():
+    kustomization = kind_mode.kwok_kustomization("kwok-kustomize")
+    assert kustomization["resources"] == ["kwok-kustomize/kwok"]
+    assert kustomization["images"] == [{"name": "registry.k8s.io/kwok/kwok",
+                                        "newTag": versions.KWOK}]
+    [patch] = [yaml.safe_load(p["patch"]) for p in kustomization["patches"]]
+    spec = patch["spec"]["template"]["spec"]
+    assert {"operator": "Exists", "key": "CriticalAddonsOnly", "effect": "NoSchedule"} \
+        in spec["tolerations"]
+    [term] = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "kwok.x-k8s.io/node",
+                                         "operator": "DoesNotExist"}]
 
 
-def test_up_creates_tainted_with_its_own_kubeconfig_then_starts_kwok_and_karpenter(
-        cluster, monkeypatch):
-    tools = use(monkeypatch, Tools())
-    steps: list[str] = []
-    local = cluster.local
-    monkeypatch.setattr(kind_mode.build, "build_all", lambda targets: steps.append("build"))
-    monkeypatch.setattr(local, "_wait_api", lambda: steps.append("api"))
-    monkeypatch.setattr(local, "kubectl", lambda *a, **k:
-                        '{"serverVersion": {"gitVersion": "v1.35.1"}}')
-    monkeypatch.setattr(cluster, "let_local_path_tolerate_the_taint",
-                        lambda: steps.append("local-path"))
-    monkeypatch.setattr(cluster, "start_kwok", lambda: steps.append("kwok"))
-    monkeypatch.setattr(local, "start_karpenter", lambda version=None: steps.append("karpenter"))
-
-    info = cluster.up()
-
-    creates = [c for c in tools.commands("kind") if c[1:3] == ["create", "cluster"]]
-    config = local.run_dir / "kind.yaml"
-    assert creates == [["kind", "create", "cluster", "--name", "e2e", "--config", str(config),
-                        "--kubeconfig", str(local.run_dir / "kubeconfig"), "--wait", "120s"]]
-    assert config.read_text() == kind_mode.kind_config()  # tainted at creation, not after
-    assert steps == ["build", "api", "local-path", "kwok", "karpenter"]
-    assert local.catalogue_file.exists()
-    assert (info.mode, info.name, info.kubeconfig) == ("kind", "e2e", local.run_dir / "kubeconfig")
-    assert info.versions["kubernetes"] == "v1.35.1" and info.versions["kind"] == "v0.30.0"
-    assert info.nodeclass_kind == "KWOKNodeClass"
+def test_real_kwok_module_has_the_manifests_and_stages(go_module):
+    module = go_module("sigs.k8s.io/kwok", versions.KWOK)
+    assert (module / "kustomize/kwok/kustomization.yaml").is_file()
+    assert [rel for rel in KWOK_STAGES if not (module / rel).is_file()] == []
 
 
-def test_up_reuses_a_running_cluster_without_creating(cluster, monkeypatch):
-    tools = use(monkeypatch, Tools(**{"kind get clusters": (0, "other\ne2e\n", "")}))
-    monkeypatch.setattr(kind_mode.process, "alive", lambda pid: True)
-    monkeypatch.setattr(cluster.local, "karpenter_running", lambda: True)
-    cluster.local._save_state(kwok_pid=os.getpid())
-
-    cluster.up(reuse=True)
-
-    assert not [c for c in tools.commands("kind") if "create" in c or "delete" in c]
-
-
-def test_failed_create_is_an_error_and_cleans_up(cluster, monkeypatch):
-    tools = Tools()
-    created = []
-
-    def run(cmd, timeout=120):
-        if cmd[1:3] == ["create", "cluster"]:
-            created.append(cmd)
-            return subprocess.CompletedProcess(cmd, 1, "", "ERROR: failed to create cluster: "
-                                               "port 6443 is already allocated")
-        if cmd[1:3] == ["get", "clusters"] and created:
-            return subprocess.CompletedProcess(cmd, 0, "e2e\n", "")  # half-made
-        return tools(cmd, timeout)
-
-    monkeypatch.setattr(kind_mode, "run", run)
-    monkeypatch.setattr(kind_mode.build, "build_all", lambda targets: None)
-    with pytest.raises(ClusterError, match="kind could not create the cluster:\nERROR: .*6443"):
-        cluster.up()
-    assert ["kind", "delete", "cluster", "--name", "e2e", "--kubeconfig",
-            str(cluster.kubeconfig)] in tools.ran
+def test_system_daemons_are_kept_off_karpenters_nodes(cluster, monkeypatch):
+    patched = []
+    monkeypatch.setattr(cluster.local, "kubectl", lambda *a, **k: patched.append((a, k)))
+    cluster.keep_system_daemons_off_karpenter_nodes()
+    names = [a[4] for a, _ in patched]
+    assert names == ["kube-proxy", "kindnet"]
+    body = json.loads(patched[0][0][-1])
+    [term] = body["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": "karpenter.sh/nodepool",
+                                         "operator": "DoesNotExist"}]
+    # kube-proxy must be there; kindnet is kind's CNI or the node image's stand-in
+    assert patched[0][1] == {"check": True} and patched[1][1] == {"check": False}
 
 
-def test_start_kwok_runs_kwok_against_kinds_kubeconfig(cluster, monkeypatch, tmp_path):
-    module = tmp_path / "kwok-module"
-    for rel in KWOK_STAGES:
-        (module / rel).parent.mkdir(parents=True, exist_ok=True)
-        (module / rel).write_text(f"kind: Stage\nmetadata: {{name: {Path(rel).stem}}}\n")
-    spawned: list[list[str]] = []
-    monkeypatch.setattr(kind_mode.build, "download_module", lambda *a, **k: module)
-    monkeypatch.setattr(kind_mode.build, "build", lambda target: Path("/bin/kwok-v0.8.0"))
-    monkeypatch.setattr(kind_mode, "spawn",
-                        lambda cmd, log_path, cwd: spawned.append(cmd) or os.getpid())
-    monkeypatch.setattr(kind_mode.urllib.request, "urlopen", lambda url, timeout:
-                        contextlib.nullcontext(type("R", (), {"status": 200})()))
-    cluster.local.logs_dir.mkdir(parents=True)
-
-    cluster.start_kwok()
-
-    [cmd] = spawned
-    config = cluster.local.run_dir / "kwok.yaml"
-    assert cmd[0] == "/bin/kwok-v0.8.0"
-    assert f"--kubeconfig={cluster.kubeconfig}" in cmd and f"--config={config}" in cmd
-    assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in cmd
-    assert config.read_text().count("kind: Stage") == len(KWOK_STAGES)
-    assert cluster.local._state()["kwok_pid"] == os.getpid()
+# ---- Docker ---------------------------------------------------------------------------------
+STATUS = "Name:\tpython3\nCapBnd:\t{}\n"
 
 
-def test_real_kwok_module_has_the_stage_files(kwok_module):
-    # The paths above are the kwok module's; fail here, not at bring-up, if they move.
-    # Read from the module cache only (local mode's builds put kwok there): no network.
-    assert [rel for rel in KWOK_STAGES if not (kwok_module / rel).is_file()] == []
+def test_missing_capabilities_are_read_from_the_bounding_set():
+    assert docker.missing_capabilities(STATUS.format("000001fffeffffff"), 40) == \
+        ["CAP_SYS_RESOURCE"]
+    assert docker.missing_capabilities(STATUS.format("000001ffffffffff"), 40) == []
+    # a kernel that knows fewer capabilities asks for fewer
+    assert docker.missing_capabilities(STATUS.format("000000ffffffffff"), 39) == []
+
+
+def test_capwrap_becomes_the_default_runtime_and_the_rest_of_daemon_json_stays():
+    current = {"log-driver": "json-file", "runtimes": {"crun": {"path": "/usr/bin/crun"}}}
+    wanted = docker.daemon_config(current, Path("/cache/capwrap-abc"))
+    assert wanted == {"log-driver": "json-file", "default-runtime": "capwrap",
+                      "runtimes": {"crun": {"path": "/usr/bin/crun"},
+                                   "capwrap": {"path": "/cache/capwrap-abc"}}}
+
+
+def test_a_daemon_that_answers_is_used_as_it_is(monkeypatch):
+    monkeypatch.setattr(docker, "answers", lambda: (True, "28.1.1"))
+    monkeypatch.setattr(docker, "missing_capabilities", lambda: [])
+    monkeypatch.setattr(docker, "_install", lambda: pytest.fail("installed"))
+    monkeypatch.setattr(docker.process, "spawn", lambda *a: pytest.fail("started"))
+    assert docker.up() == "docker: docker 28.1.1 answers; nothing to start"
+
+
+def test_a_daemon_without_capwrap_where_it_is_needed_is_refused_with_the_way_out(monkeypatch):
+    monkeypatch.setattr(docker, "answers", lambda: (True, "20.10.24"))
+    monkeypatch.setattr(docker, "missing_capabilities", lambda: ["CAP_SYS_RESOURCE"])
+    monkeypatch.setattr(docker, "default_runtime", lambda: "runc")
+    with pytest.raises(ClusterError, match=r"lacks CAP_SYS_RESOURCE.*karpenter-e2e docker up"):
+        docker.up()
+
+
+def test_no_docker_and_no_way_to_install_it_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(docker, "answers", lambda: (False, "docker: command not found"))
+    monkeypatch.setattr(docker.shutil, "which", lambda name: None)
+    monkeypatch.setattr(docker.os, "geteuid", lambda: 1000)
+    with pytest.raises(ClusterError, match=r"install Docker .*Docker Desktop"):
+        docker.up()
+
+
+def test_podman_is_never_started_for_the_user(monkeypatch):
+    monkeypatch.setenv("KIND_EXPERIMENTAL_PROVIDER", "podman")
+    monkeypatch.setattr(docker, "answers", lambda: (False, "cannot connect to Podman"))
+    with pytest.raises(ClusterError, match=r"podman does not answer.*start it yourself"):
+        docker.up()
+
+
+def test_down_stops_only_a_daemon_up_started(tmp_path, monkeypatch):
+    monkeypatch.setenv("KARPENTER_E2E_CACHE", str(tmp_path))
+    monkeypatch.setattr(docker.process, "terminate", lambda pid, grace: pytest.fail("stopped"))
+    assert docker.down() == "docker: no dockerd of ours is running; nothing stopped"
+
+
+def test_unreachable_docker_fails_the_cluster_with_how_to_start_it(cluster, monkeypatch):
+    monkeypatch.setattr(docker, "answers", lambda: (False, DOCKER_DOWN))
+    with pytest.raises(ClusterError) as err:
+        cluster.check_tools()
+    assert "docker is not reachable" in str(err.value)
+    assert "make docker" in str(err.value) and "Cannot connect" in str(err.value)
+
+
+# ---- the node image's recipe ----------------------------------------------------------------
+def test_go_string_constants_are_read_with_their_sums():
+    source = ('const image = "docker.io/x:v1"\n'
+              'const other = "a\\"b"\n'
+              'const manifest = `\nimage: ` + image + `\nend\n`\n')
+    assert nodeimage.go_strings(source) == {"image": "docker.io/x:v1", "other": 'a"b',
+                                            "manifest": "\nimage: docker.io/x:v1\nend\n"}
+
+
+def test_kinds_own_sources_give_the_storage_manifest_and_images(go_module):
+    parts = nodeimage.kind_parts(go_module("sigs.k8s.io/kind", versions.KIND))
+    assert parts.storage_provisioner.startswith("docker.io/kindest/local-path-provisioner:")
+    assert parts.storage_helper.startswith("docker.io/kindest/local-path-helper:")
+    assert f"image: {parts.storage_provisioner}" in parts.storage_manifest
+    assert parts.sandbox_image.startswith("registry.k8s.io/pause:")
+
+
+def test_the_debian_mirror_is_the_one_apt_uses(tmp_path, monkeypatch):
+    sources = tmp_path / "debian.sources"
+    sources.write_text("Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n")
+    real = Path
+    monkeypatch.setattr(nodeimage, "Path", lambda p: real(str(p).replace(
+        "/etc/apt/sources.list.d", str(tmp_path)).replace("/etc/apt/sources.list",
+                                                          str(tmp_path / "none"))))
+    assert nodeimage.debian_mirror() == "http://mirror.example/debian"
+
+
+def test_the_node_images_key_moves_with_every_pin():
+    base = nodeimage.Pins("v1.36.3")
+    assert base.key() != nodeimage.Pins("v1.35.4").key()
+    assert base.key() != nodeimage.Pins("v1.36.3", capwrap="abc").key()
+    assert base.key() != nodeimage.Pins("v1.36.3", crictl="v1.37.0").key()
+    assert base.rootfs_key() == nodeimage.Pins("v1.35.4").rootfs_key()
+
+
+# ---- the chart's values ---------------------------------------------------------------------
+@pytest.fixture
+def chart_values(tmp_path, monkeypatch):
+    (tmp_path / "values.yaml").write_text(yaml.safe_dump(
+        {"logLevel": "info", "settings": {"batchMaxDuration": "10s", "minValuesPolicy": "Strict",
+                                          "featureGates": {"nodeRepair": False}}}))
+    monkeypatch.setattr(chart, "chart_dir", lambda version: tmp_path)
+
+
+def test_settings_go_through_the_charts_own_values_else_controller_env(chart_values):
+    values = chart.values("v1.15.0", "karpenter-e2e.local/karpenter-kwok:v1.15.0-abc",
+                          {"LOG_LEVEL": "debug", "MIN_VALUES_POLICY": "BestEffort",
+                           "FEATURE_GATES": "NodeOverlay=true", "PREFERENCE_POLICY": "Ignore"},
+                          catalogue=False)
+    assert values["logLevel"] == "debug"
+    assert values["settings"] == {"minValuesPolicy": "BestEffort"}
+    # this chart has no preferencePolicy value: it goes as an environment entry
+    assert values["controller"]["env"] == [{"name": "FEATURE_GATES", "value": "NodeOverlay=true"},
+                                           {"name": "PREFERENCE_POLICY", "value": "Ignore"}]
+    assert values["controller"]["image"] == {"repository": "karpenter-e2e.local/karpenter-kwok",
+                                             "tag": "v1.15.0-abc", "digest": ""}
+
+
+def test_the_catalogue_is_a_file_mounted_from_the_node(chart_values):
+    values = chart.values("v1.15.0", "r/k:t", {}, catalogue=True)
+    assert values["extraVolumes"] == [{"name": "karpenter-e2e-catalogue", "hostPath": {
+        "path": chart.CATALOGUE_ON_NODE, "type": "File"}}]
+    assert values["controller"]["extraVolumeMounts"][0]["mountPath"] == chart.CATALOGUE_IN_POD
+    assert {"name": "INSTANCE_TYPES_FILE_PATH", "value": chart.CATALOGUE_IN_POD} \
+        in values["controller"]["env"]
+
+
+def test_a_mutant_is_an_image_of_its_own(tmp_path):
+    binary = tmp_path / "karpenter"
+    binary.write_bytes(b"release")
+    release = chart.image_ref("v1.15.0", "release", binary)
+    mutant = chart.image_ref("v1.15.0", "mutant limits-ignored-1a2b", binary)
+    assert release.startswith("karpenter-e2e.local/karpenter-kwok:v1.15.0-")
+    assert mutant.startswith("karpenter-e2e.local/karpenter-kwok:v1.15.0-limits-ignored-1a2b-")
+    binary.write_bytes(b"rebuilt")
+    assert chart.image_ref("v1.15.0", "release", binary) != release
+
+
+def test_the_real_chart_has_the_values_the_harness_sets(go_module):
+    module = go_module("sigs.k8s.io/karpenter", versions.KARPENTER)
+    values = yaml.safe_load((module / "kwok/charts/values.yaml").read_text())
+    for path in chart.CHART_VALUES.values():
+        assert chart._has_value(values, path), path
+    for key in ("extraVolumes", "imagePullPolicy"):
+        assert key in values
+    assert {"env", "extraVolumeMounts", "image"} <= set(values["controller"])
+
+
+# ---- Karpenter's log from its pod -----------------------------------------------------------
+def pod(name, uid, *containers):
+    statuses = [SimpleNamespace(name=c, restart_count=r, state=SimpleNamespace(
+        running=object() if state == "running" else None,
+        terminated=object() if state == "terminated" else None)) for c, r, state in containers]
+    return SimpleNamespace(metadata=SimpleNamespace(name=name, uid=uid),
+                           status=SimpleNamespace(container_statuses=statuses))
+
+
+def test_each_started_controller_container_is_followed_once(tmp_path):
+    kube = SimpleNamespace(pods=lambda ns, sel: [
+        pod("karpenter-a", "u1", ("controller", 0, "running")),
+        pod("karpenter-b", "u2", ("controller", 2, "terminated"), ("sidecar", 0, "running")),
+        pod("karpenter-c", "u3", ("controller", 0, "waiting"))])
+    follower = podlogs.Follower(kube, "kube-system", "app=karpenter", tmp_path / "k.log")
+    assert follower.instances() == [("karpenter-a", "u1", 0), ("karpenter-b", "u2", 2)]
+
+
+def test_lines_are_appended_whole(tmp_path):
+    follower = podlogs.Follower(None, "kube-system", "x", tmp_path / "k.log")
+    follower.write(b'{"level":"INFO"}')
+    follower.write(b'{"level":"ERROR"}\n')
+    assert (tmp_path / "k.log").read_text() == '{"level":"INFO"}\n{"level":"ERROR"}\n'

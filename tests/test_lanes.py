@@ -70,7 +70,7 @@ def test_too_many_clusters_for_the_memory_is_refused_before_anything_starts():
                      mem_mib=int(2.5 * machine.cluster_mib(3) / machine.MEMORY_HEADROOM))
     size = machine.plan(None, None, cores=2, mem_mib=24000)
     assert 1 <= size.clusters <= machine.MAX_CLUSTERS and size.workers >= 1
-    with pytest.raises(machine.SizeError, match="local mode only"):
+    with pytest.raises(machine.SizeError, match="for local and kind mode"):
         machine.plan(clusters=2, workers=2, mode="eks", cores=2, mem_mib=24000)
 
 

@@ -8,14 +8,15 @@ import yaml
 
 from karpenter_e2e.clusters.api.labels import LAUNCH_LATENCY
 from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.infra import versions
 from karpenter_e2e.clusters.local import stages
 from karpenter_e2e.fixtures.isolation import TestScope
 from karpenter_e2e.fixtures.nodepools import NodeClassRef, load_spec, render_nodepool
 
 
 @pytest.fixture
-def module(kwok_module: Path) -> Path:
-    return kwok_module
+def module(go_module) -> Path:
+    return go_module("sigs.k8s.io/kwok", versions.KWOK)
 
 
 def test_the_stages_are_kwokctls_defaults_with_a_boot_stage_and_a_delayed_ready(module):

@@ -13,7 +13,6 @@ import logging
 import shutil
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -29,12 +28,14 @@ from karpenter_e2e.clusters.eks import aws
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.flags import cli_flag
 from karpenter_e2e.clusters.infra import cluster_files, process
+from karpenter_e2e.clusters.karpenter import incluster
+from karpenter_e2e.clusters.karpenter.incluster import Deployment
 
 log = logging.getLogger(__name__)
 
 OPT_IN_CONFIGMAP = "karpenter-e2e-opt-in"
 OPT_IN_NAMESPACE = "kube-system"
-KARPENTER_SELECTOR = "app.kubernetes.io/name=karpenter"
+KARPENTER_SELECTOR = incluster.SELECTOR
 KARPENTER_NAMESPACES = ("kube-system", "karpenter")  # the chart's documented homes
 CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws")
 CHART = "oci://public.ecr.aws/karpenter/karpenter"
@@ -49,24 +50,7 @@ NODE_LAUNCH_S = 120
 AMI_FAMILY = "AL2023"
 # stop_karpenter remembers the replica count on the Deployment itself, so a later
 # process (another xdist worker, the next run after a crash) can restore it.
-REPLICAS_BEFORE_STOP = "karpenter-e2e/replicas-before-stop"
-
-
-@dataclass(frozen=True)
-class Deployment:
-    namespace: str
-    name: str
-    image: str
-    replicas: int
-    ready_replicas: int
-    annotations: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def version(self) -> str:
-        """'public.ecr.aws/karpenter/controller:1.15.2@sha256:…' -> 'v1.15.2'."""
-        ref = self.image.split("@", 1)[0]
-        tag = ref.rsplit(":", 1)[1] if ":" in ref.rsplit("/", 1)[-1] else "unknown"
-        return f"v{tag}" if tag[:1].isdigit() else tag
+REPLICAS_BEFORE_STOP = incluster.REPLICAS_BEFORE_STOP
 
 
 class KubeApi:
@@ -94,12 +78,7 @@ class KubeApi:
         return None if cm is None else dict(cm.data or {})
 
     def deployments(self, namespace: str, selector: str) -> list[Deployment]:
-        items = self.kube.apps.list_namespaced_deployment(
-            namespace, label_selector=selector, _request_timeout=self.kube.timeout).items
-        return [Deployment(d.metadata.namespace, d.metadata.name,
-                           d.spec.template.spec.containers[0].image, d.spec.replicas or 0,
-                           (d.status.ready_replicas or 0) if d.status else 0,
-                           dict(d.metadata.annotations or {})) for d in items]
+        return incluster.deployments(self.kube, namespace, selector)
 
     def crd_established(self, name: str) -> bool:
         return self.kube.crd_established(name)

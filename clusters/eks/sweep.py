@@ -9,6 +9,8 @@ still in progress. ``dry_run`` only lists.
         [--eks-cluster NAME --eks-opt-in NAME --region R]
     # an aws-sim cluster and its fake AWS:
     karpenter-e2e sweep --aws-sim NAME --max-age 0s
+    # kind clusters earlier runs left on this machine's Docker:
+    karpenter-e2e sweep --kind --max-age 1h
 """
 
 from __future__ import annotations
@@ -249,10 +251,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eks-cluster", default=None, help="also sweep this EKS cluster's instances")
     p.add_argument("--eks-opt-in", default=None, help="must equal --eks-cluster")
     p.add_argument("--region", default="us-west-2")
+    p.add_argument("--kind", action="store_true",
+                   help="sweep the harness's kind clusters on this Docker (found by their "
+                        "networks' labels) older than --max-age")
     p.add_argument("--aws-sim", default=None, metavar="NAME",
                    help="sweep the aws-sim cluster NAME: its objects and what Karpenter made "
                         "in its fake AWS (instances, launch templates, instance profiles)")
     args = p.parse_args(argv)
+    if args.kind:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s",
+                            datefmt="%H:%M:%S")
+        from karpenter_e2e.clusters.kind import sweep as kind_sweep
+        swept = kind_sweep.sweep(args.max_age, dry_run=args.dry_run)
+        verb = "would remove" if args.dry_run else "removed"
+        print("\n".join(f"{verb} {s}" for s in swept) or
+              f"no kind cluster of the harness older than {_age(args.max_age)}")
+        return 0
     if args.aws_sim and (args.eks_cluster or args.kubeconfig):
         p.error("--aws-sim names the cluster and its fake AWS: give no --kubeconfig or --eks-cluster")
     if not args.aws_sim and not args.kubeconfig:

@@ -96,20 +96,34 @@ KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", 
 KUBE_WRAPPER = "gomod/kubernetes"  # the committed one for the pinned release, else generated
 
 
-def kube_targets(version: str = versions.KUBERNETES) -> list[Target]:
-    """The control plane and kubectl at Kubernetes ``version`` (any served release: its
-    wrapper module comes from kube_releases.wrapper_dir)."""
+# What a kind node runs beside the control plane (clusters/kind/nodeimage.py), built on demand.
+KUBE_NODE_BINARIES = ("kubelet", "kubeadm", "kube-proxy")
+
+
+def kube_targets(version: str = versions.KUBERNETES,
+                 names: tuple[str, ...] = KUBE_BINARIES) -> list[Target]:
+    """The control plane and kubectl (or ``names``) at Kubernetes ``version`` (any served
+    release: its wrapper module comes from kube_releases.wrapper_dir)."""
     return [Target(name, version, f"k8s.io/kubernetes/cmd/{name}", KUBE_WRAPPER,
                    ldflags=_kube_ldflags(version),
                    # hack/lib/golang.sh's default tags for a non-debug build.
                    tags=("selinux", "notest", "grpcnotrace"), toolchain=FROM_GO_MOD)
-            for name in KUBE_BINARIES]
+            for name in names]
+
+
+ETCD_WRAPPER = "gomod/etcd"
+
+
+def etcd_target(version: str = versions.ETCD) -> Target:
+    """etcd at ``version``: the committed wrapper for the pinned release, else one generated
+    into the cache (etcd_wrapper_dir), as for Kubernetes."""
+    return Target("etcd", version, "karpenter-e2e/clusters/infra/gomod/etcd", ETCD_WRAPPER,
+                  ldflags=("-s", "-w"))
 
 
 def targets() -> list[Target]:
     kube = kube_targets()  # the pinned release (make build); others: kube_targets(version)
-    etcd = Target("etcd", versions.ETCD, "karpenter-e2e/clusters/infra/gomod/etcd", "gomod/etcd",
-                  ldflags=("-s", "-w"))
+    etcd = etcd_target()
     kwok = [
         Target(name, versions.KWOK, f"sigs.k8s.io/kwok/cmd/{name}", "sigs.k8s.io/kwok",
                ldflags=(f"-X sigs.k8s.io/kwok/pkg/consts.Version={versions.KWOK.lstrip('v')}",
@@ -135,8 +149,10 @@ def find(name: str, version: str | None = None) -> Target:
     if name == "karpenter-kwok" and version:
         from karpenter_e2e.clusters.infra import releases
         return karpenter_target(releases.check(version))  # any release the proxy serves
-    if name in KUBE_BINARIES and version:  # a resolved release (kube_releases.resolve)
-        return next(t for t in kube_targets(version) if t.name == name)
+    if name in KUBE_BINARIES + KUBE_NODE_BINARIES and version:  # kube_releases.resolve's
+        return kube_targets(version, (name,))[0]
+    if name == "etcd" and version:
+        return etcd_target(version)
     known = sorted({f"{t.name}@{t.version}" for t in targets()})
     raise ClusterError(f"no binary {name}@{version or '*'} is pinned; pinned: {', '.join(known)}")
 
@@ -181,11 +197,48 @@ def _module_dir(target: Target) -> Path:
     if target.module == KUBE_WRAPPER:
         from karpenter_e2e.clusters.infra import kube_releases
         return kube_releases.wrapper_dir(target.version)
+    if target.module == ETCD_WRAPPER and target.version != versions.ETCD:
+        return etcd_wrapper_dir(target.version)
     if target.module.startswith("gomod/"):
         return GOMOD_DIR / target.module.split("/", 1)[1]
     if os.path.isabs(target.module):
         return Path(target.module)
     return download_module(target.module, target.version, target.toolchain)
+
+
+def etcd_wrapper_dir(version: str) -> Path:
+    """The wrapper module for etcd ``version`` (not the pinned one): the committed main.go
+    and a go.mod requiring the server module at ``version``, with go.sum from `go mod tidy`
+    (which checks every sum against sum.golang.org), made once into the cache."""
+    out = cache_dir() / "gomod" / f"etcd-{version}"
+    if (out / "go.sum").exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(out.with_name(f"{out.name}.lock"), f"preparing {out.name}",
+                   DOWNLOAD_TIMEOUT_S):
+        if not (out / "go.sum").exists():
+            tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            committed = (GOMOD_DIR / "etcd" / "go.mod").read_text()
+            go_line = re.search(r"^go\s+\S+$", committed, re.M)
+            (tmp / "go.mod").write_text(
+                f"// Generated: etcd {version}'s server, as gomod/etcd builds the pinned one.\n"
+                f"module karpenter-e2e/clusters/infra/gomod/etcd\n\n"
+                f"{go_line[0] if go_line else 'go 1.21'}\n\n"
+                f"require go.etcd.io/etcd/server/v3 {version}\n")
+            shutil.copy(GOMOD_DIR / "etcd" / "main.go", tmp / "main.go")
+            env = {**os.environ, "GOFLAGS": "", "GOWORK": "off", "GOTOOLCHAIN": "local"}
+            proc = process.run(["go", "mod", "tidy"], DOWNLOAD_TIMEOUT_S, env=env, cwd=tmp,
+                               what=f"`go mod tidy` of the etcd {version} wrapper")
+            if proc.returncode != 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise ClusterError(f"etcd {version} cannot be built from this Go module proxy "
+                                   f"(`go mod tidy` failed):\n"
+                                   + "\n".join(proc.stderr.strip().splitlines()[-10:]))
+            shutil.rmtree(out, ignore_errors=True)
+            tmp.rename(out)  # a half-tidied wrapper is never used
+    return out
 
 
 def download_karpenter(version: str) -> Path:
@@ -471,6 +524,15 @@ def serves_webhooks(module_dir: Path) -> bool:
     SYSTEM_NAMESPACE, and DISABLE_WEBHOOK=true to run without a serving certificate)."""
     main = module_dir / "kwok" / "main.go"
     return main.exists() and "WithWebhooks" in main.read_text(errors="replace")
+
+
+def tree_digest(directory: Path) -> str:
+    """A short digest of every file under ``directory`` (names and contents): the version
+    of a binary built from this repository's own source, so a changed source is rebuilt."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in directory.rglob("*") if q.is_file()):
+        h.update(str(p.relative_to(directory)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
 
 
 def catalogue_digest(catalogue_json: str) -> str:

@@ -8,6 +8,13 @@ the newest release and the previous minor, which the upgrade gate moves between.
 KUBERNETES = "v1.36.3"
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
+# kind mode (clusters/kind/): kind itself, Helm (Karpenter's chart goes in with it), and the
+# node image's parts that kind's base image builds from source (crictl at kind's own pin; the
+# proxy serves local-path-provisioner up to v0.0.33, kind v0.33.0 builds v0.0.34).
+KIND = "v0.33.0"
+HELM = "v4.3.2"
+CRI_TOOLS = "v1.36.0"
+LOCAL_PATH_PROVISIONER = "v0.0.33"
 # The Karpenter versions `make build` builds and CI runs (newest release, previous minor), and
 # the default. Any other release the Go module proxy serves, from v1.0 on, is built on first
 # use (clusters/infra/releases.py finds them). The default stays pinned rather than "newest

@@ -1,9 +1,18 @@
-"""kind mode: a kind cluster (the user's Docker) as the control plane; kwok and the real
-karpenter-kwok run as local processes against it, exactly as in local mode.
+"""kind mode: a kind cluster on this machine's Docker, with kwok and Karpenter's KWOK provider
+running in it as users and upstream's kind e2e install them.
 
-The run directory, kubeconfig, catalogue, logs and Karpenter's process are local mode's:
-``KindCluster`` holds a ``LocalCluster`` named ``kind-<name>`` whose kubeconfig is the one
-kind writes, and reuses its Karpenter and CRD handling unchanged.
+    up:  Docker answers (clusters/kind/docker.py brings it up where it can) -> the node image
+         (kind's published kindest/node where a registry answers, else one built with no
+         registry: nodeimage.py) -> `kind create cluster` (control plane tainted at
+         registration) -> kube-proxy and the CNI kept off Karpenter's nodes -> kwok from its
+         own manifests and stages -> Karpenter's CRDs, then its chart (chart.py) with the
+         release's image loaded by `kind load`
+    down: the log follower stopped, `kind delete cluster`, the cluster's Docker network removed
+
+Karpenter's log is followed from its pod into the run directory (karpenter.podlogs), so the
+oracles read the same record as in local mode. The run directory, catalogue, CRDs, settings
+and binaries are local mode's: ``KindCluster`` holds a ``LocalCluster`` named
+``kind-<name>`` for them and starts none of its processes.
 """
 
 from __future__ import annotations
@@ -12,76 +21,102 @@ import json
 import logging
 import os
 import shutil
-import subprocess
+import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters.api.waits import (
-    DEFAULTS,
-    Observation,
-    StopWaiting,
-    WaitAborted,
-    eventually,
-)
+from karpenter_e2e.clusters.api.kube import Kube
+from karpenter_e2e.clusters.api.waits import unstoppable
 from karpenter_e2e.clusters.base import ClusterInfo, Status
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.clusters.infra import build, catalogue, process, versions
+from karpenter_e2e.clusters.infra import build, process, versions
 from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
+from karpenter_e2e.clusters.karpenter import compat, incluster, settings as ksettings
+from karpenter_e2e.clusters.kind import chart, docker, images, nodeimage
 from karpenter_e2e.clusters.local.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
 
 # Keeps the suites' pods off the kind node, so they stay pending until Karpenter's kwok
-# nodes exist; CoreDNS, kindnet and kube-proxy tolerate it.
+# nodes exist; CoreDNS, kube-proxy, the CNI, kwok and Karpenter's chart tolerate it.
 CRITICAL_ADDONS_ONLY = {"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}
 # kubeadm's own control-plane taint: naming taints replaces kubeadm's defaults, and kind
 # removes this one from a single-node cluster with `kubectl taint ... control-plane-`, which
-# fails if it is absent (sigs.k8s.io/kind v0.30.0 pkg/cluster/internal/create/actions/
-# kubeadminit/init.go).
+# fails if it is absent (sigs.k8s.io/kind pkg/cluster/internal/create/actions/kubeadminit).
 KUBEADM_CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 # kind's local-path-provisioner tolerates only the control-plane taint
 # (pkg/build/nodeimage/const_storage.go): without this it would stay Pending, and Karpenter
 # would launch a node for it inside some test's pool.
 LOCAL_PATH = ("local-path-storage", "local-path-provisioner")
-# What kwokctl's binary runtime gives kwok in local mode: node and pod lifecycle stages
-# from the kwok module, nodes picked by the annotation Karpenter's KWOK provider sets.
+# The same stages local mode gives kwok (kwokctl's binary runtime), as Stage objects.
 KWOK_STAGES = ("kustomize/stage/node/fast/node-initialize.yaml",
                "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
                "kustomize/stage/pod/fast/pod-ready.yaml",
                "kustomize/stage/pod/fast/pod-complete.yaml",
                "kustomize/stage/pod/fast/pod-delete.yaml")
-KWOK_NODES = "kwok.x-k8s.io/node=fake"
+KWOK_IMAGE = f"registry.k8s.io/kwok/kwok:{versions.KWOK}"
+# Off Karpenter's nodes (kwok's simulations): what Karpenter's own chart does for itself.
+# kube-proxy and the CNI there would be kwok fakes Karpenter counts as daemon overhead that
+# local mode does not have.
+NOT_ON_KARPENTER_NODES = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "karpenter.sh/nodepool", "operator": "DoesNotExist"}]}]}}}
+SYSTEM_DAEMONSETS = ("kube-proxy", "kindnet")
+# Labels on the Docker network each cluster gets: `make sweep` finds leftovers by them.
+NETWORK_LABEL = "karpenter-e2e.cluster"
+CREATED_LABEL = "karpenter-e2e.created"
+# Bounds, not measurements: `kind create cluster` took 1-2 min on this 2-core machine.
+CREATE_TIMEOUT_S = 900
+KIND_WAIT = "300s"
 
 
-def run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+def run(cmd: list[str], timeout: float = 120,
+        env: Mapping[str, str] | None = None) -> process.subprocess.CompletedProcess:
     """The one way kind mode runs a command (tests replace it): process.run's rules."""
-    return process.run(cmd, timeout)
+    return process.run(cmd, timeout, env=dict(env) if env is not None else None)
 
 
-def spawn(cmd: list[str], log_path: Path, cwd: Path) -> int:
-    """The one way kind mode starts a long-running process (tests replace it):
-    process.spawn's rules; returns its pid."""
-    return process.spawn(cmd, log_path, cwd).pid
+def cgroup_v1() -> bool:
+    return not Path("/sys/fs/cgroup/cgroup.controllers").exists()
 
 
-def kind_config() -> str:
-    """The cluster's kind config: the control plane registers already tainted, so no pod
-    can land on it in a window between creation and a later taint."""
+def kind_config(kubernetes: str) -> str:
+    """The cluster's kind config: the control plane registers already tainted, so no pod can
+    land on it in a window between creation and a later taint; on a cgroup v1 host, kubelet
+    is told to run anyway (Kubernetes 1.35+ refuses v1 unless failCgroupV1 is false)."""
     init = {"kind": "InitConfiguration",
             "nodeRegistration": {"taints": [CRITICAL_ADDONS_ONLY, KUBEADM_CONTROL_PLANE]}}
+    patches = [yaml.safe_dump(init)]
+    minor = tuple(int(x) for x in kubernetes.lstrip("v").split(".")[:2])
+    if cgroup_v1() and minor >= (1, 31):  # the field exists from 1.31 on
+        patches.append(yaml.safe_dump({"kind": "KubeletConfiguration", "failCgroupV1": False}))
     return yaml.safe_dump({"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4",
                            "nodes": [{"role": "control-plane",
-                                      "kubeadmConfigPatches": [yaml.safe_dump(init)]}]},
+                                      "kubeadmConfigPatches": patches}]},
                           sort_keys=False)
 
 
-def kwok_config(module_dir: Path) -> str:
-    return "---\n".join((module_dir / p).read_text() for p in KWOK_STAGES)
+def kwok_kustomization(kustomize_dir: str) -> dict:
+    """kwok's own manifests (``kustomize_dir``/kwok: a copy of the module's kustomize/, which
+    kustomize only reads below the kustomization), as Karpenter's hack/install-kwok.sh
+    patches them: the control plane's taint tolerated, never on kwok's own nodes."""
+    deployment_patch = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kwok-controller"},
+        "spec": {"template": {"spec": {
+            # install-kwok.sh tolerates CriticalAddonsOnly with Equal and no value; this
+            # control plane's taint has the value "true" (CRITICAL_ADDONS_ONLY)
+            "tolerations": [{"operator": "Exists", "key": "CriticalAddonsOnly",
+                             "effect": "NoSchedule"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kwok.x-k8s.io/node", "operator": "DoesNotExist"}]}]}}}}}}}
+    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [f"{kustomize_dir}/kwok"],
+            "images": [{"name": "registry.k8s.io/kwok/kwok", "newTag": versions.KWOK}],
+            "patches": [{"patch": yaml.safe_dump(deployment_patch)}]}
 
 
 class KindCluster:
@@ -92,18 +127,37 @@ class KindCluster:
     def __init__(self, name: str = "karpenter-e2e", karpenter_version: str = versions.KARPENTER,
                  node_image: str | None = None,
                  catalogue_exclude: Callable[[EC2Type], bool] | None = None,
-                 mutant=None, catalogue_selection: str = "curated"):
+                 mutant=None, catalogue_selection: str = "curated",
+                 kubernetes_version: str | None = None, settings: Mapping[str, str] | None = None):
         self.name = name
-        self.node_image = node_image  # e.g. kindest/node:v1.35.x; kind's default otherwise
-        self.local = LocalCluster(f"kind-{name}", karpenter_version,
+        # "built" (made here with no registry), "kindest" (kind's published one) or an image;
+        # None: kindest where a registry answers, else built (resolved at up)
+        self.node_image = node_image
+        self.local = LocalCluster(self.files_name(name), karpenter_version,
                                   catalogue_exclude=catalogue_exclude, mutant=mutant,
-                                  catalogue_selection=catalogue_selection)
+                                  catalogue_selection=catalogue_selection,
+                                  kubernetes_version=kubernetes_version, settings=settings)
         self.kubeconfig = self.local.kubeconfig
+        self.network = f"karpenter-e2e-{name}"[:60]
+
+    @staticmethod
+    def files_name(name: str) -> str:
+        """The name of its run directory (and lock files) in the per-user cache."""
+        return f"kind-{name}"
+
+    @staticmethod
+    def node_container(name: str) -> str:
+        """kind's name for the cluster's one node's container."""
+        return f"{name}-control-plane"
 
     # ---- delegated to local mode ---------------------------------------------------------
     @property
     def lock_path(self) -> Path:
         return self.local.lock_path
+
+    @property
+    def karpenter_version(self) -> str:
+        return self.local.karpenter_version
 
     def owner(self) -> str | None:
         return self.local.owner()
@@ -127,105 +181,67 @@ class KindCluster:
         return self.local.remove_without_karpenter(selector)
 
     def check_options(self) -> None:
-        """Nothing to refuse beyond what the constructor already did."""
+        self.local.check_options()
+
+    def known_settings(self, version: str):
+        return self.local.known_settings(version)
 
     def cloud_problem(self) -> str | None:
         """The simulated cloud is Karpenter's own KWOK provider: nothing apart to fail."""
         return None
 
-    def karpenter_running(self) -> bool:
-        return self.local.karpenter_running()
-
-    def stop_karpenter(self) -> None:
-        self.local.stop_karpenter()
-
-    def start_karpenter(self, version: str | None = None) -> None:
-        self.local.start_karpenter(version)
-
-    def upgrade_karpenter(self, version: str) -> None:
-        self.local.upgrade_karpenter(version)
-
-    def karpenter_peak_memory_mib(self) -> float | None:
-        return self.local.karpenter_peak_memory_mib()
-
-    def karpenter_metrics(self) -> str | None:
-        return self.local.karpenter_metrics()
-
     def logs(self) -> dict[str, Path]:
-        return self.local.logs()
+        return {p.stem: p for p in self.local.logs_dir.glob("*.log")}
 
-    # ---- kind ----------------------------------------------------------------------------
-    def _kind(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        proc = run(["kind", *args], timeout=timeout)
-        if proc.returncode == process.NOT_FOUND:
-            raise ClusterError("kind is not on PATH: kind mode creates its cluster with kind; "
-                               "install it (go install sigs.k8s.io/kind@latest, or "
-                               "https://kind.sigs.k8s.io/docs/user/quick-start/#installation)")
-        return proc
+    # ---- tools ---------------------------------------------------------------------------
+    def kind(self, *args: str, timeout: float = 120) -> process.subprocess.CompletedProcess:
+        binary = build.build(nodeimage.kind_target())
+        env = {**os.environ, "KIND_EXPERIMENTAL_DOCKER_NETWORK": self.network}
+        return run([str(binary), *args], timeout=timeout, env=env)
+
+    def helm(self) -> Path:
+        return build.build(chart.helm_target())
+
+    def kube(self) -> Kube:
+        return Kube(self.kubeconfig)
 
     def check_tools(self) -> str:
-        """kind's version, once kind and its container runtime both answer."""
-        words = self._kind("version", timeout=30).stdout.split()  # kind v0.30.0 go1.26 ...
-        version = words[1] if len(words) > 1 else "unknown"
-        runtime = os.environ.get("KIND_EXPERIMENTAL_PROVIDER", "docker")
-        proc = run([runtime, "info", "--format", "{{.ServerVersion}}"], timeout=30)
-        if proc.returncode != 0:
-            why = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        """Docker's version once a daemon answers (`karpenter-e2e docker up` starts one)."""
+        ok, seen = docker.answers()
+        if not ok:
+            runtime = docker.runtime_command()
             raise ClusterError(
-                f"{runtime} is not reachable (`{runtime} info` failed: {why[0]}): kind runs its "
-                f"nodes as {runtime} containers; "
-                + ("install Docker" if proc.returncode == process.NOT_FOUND else
-                   "start Docker (Docker Desktop, or `sudo systemctl start docker`) and make "
-                   "sure this user may use it (group docker, or DOCKER_HOST)"))
-        return version
+                f"{runtime} is not reachable (`{runtime} info`: {seen}): kind runs its nodes as "
+                f"{runtime} containers; start it (`make docker` or `karpenter-e2e docker up` "
+                f"installs and starts Docker on a Debian machine as root; elsewhere Docker "
+                f"Desktop, or `sudo systemctl start docker`)")
+        return seen
 
     def exists(self) -> bool:
-        proc = self._kind("get", "clusters", timeout=30)
+        proc = self.kind("get", "clusters", timeout=30)
         return self.name in proc.stdout.split()
 
-    def let_local_path_tolerate_the_taint(self) -> None:
-        """Give kind's storage provisioner the control plane's toleration, and wait for it."""
-        namespace, name = LOCAL_PATH
-        kubectl = [str(build.find("kubectl").path), "--kubeconfig", str(self.kubeconfig),
-                   "-n", namespace]
-        toleration = {"key": CRITICAL_ADDONS_ONLY["key"], "operator": "Exists"}
-        for cmd in ([*kubectl, "patch", "deployment", name, "--type=json", "-p", json.dumps(
-                        [{"op": "add", "path": "/spec/template/spec/tolerations/-",
-                          "value": toleration}])],
-                    [*kubectl, "rollout", "status", f"deployment/{name}", "--timeout=120s"]):
-            proc = run(cmd, timeout=150)
-            if proc.returncode != 0:
-                raise ClusterError(f"kind's {name} cannot run on the tainted control plane "
-                                   f"({' '.join(cmd[4:7])}): {proc.stderr.strip()}")
-
-    def start_kwok(self) -> None:
-        """kwok as a local process against kind's API: it makes Karpenter's nodes Ready and
-        runs the pods bound to them."""
-        module = build.download_module("sigs.k8s.io/kwok", versions.KWOK)
-        config = self.local.run_dir / "kwok.yaml"
-        config.write_text(kwok_config(module))
-        port = process.free_port()
-        # The run directory is in the command line: down() finds the process by it.
-        pid = spawn([str(build.build(build.find("kwok"))), f"--kubeconfig={self.kubeconfig}",
-                     f"--config={config}", "--manage-all-nodes=false",
-                     f"--manage-nodes-with-annotation-selector={KWOK_NODES}",
-                     f"--server-address=127.0.0.1:{port}", "--node-lease-duration-seconds=40"],
-                    self.local.logs_dir / "kwok.log", self.local.run_dir)
-        self.local._save_state(kwok_pid=pid, kwok_port=port)
-
-        def ready() -> Observation:
-            if not process.alive(pid):
-                raise StopWaiting(f"kwok exited at start; see {self.local.logs_dir / 'kwok.log'}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                    return Observation(r.status == 200, f"/healthz {r.status}")
-            except (urllib.error.URLError, OSError) as exc:
-                return Observation(False, f"/healthz: {exc}")
-
-        try:
-            eventually(ready, what="kwok /healthz to answer", timeout=DEFAULTS.api, poll=0.5)
-        except WaitAborted as exc:
-            raise ClusterError(exc.seen) from None
+    def resolve_node_image(self) -> str:
+        """The node image this cluster runs, made ready in Docker."""
+        kube = self.local.kubernetes_version
+        wanted = self.node_image
+        kindest = f"kindest/node:{kube}"
+        if wanted in (None, "kindest"):
+            if images.exists(kindest):
+                return kindest
+            pulled = process.run(["docker", "pull", kindest], 300)
+            if pulled.returncode == 0:
+                return kindest
+            if wanted == "kindest":
+                raise ClusterError(f"docker pull {kindest} failed: "
+                                   f"{(pulled.stderr or pulled.stdout).strip()[-300:]}")
+            log.warning("no registry answers (docker pull %s: %s); using a node image built "
+                        "here with no registry", kindest,
+                        (pulled.stderr or pulled.stdout).strip().splitlines()[-1:])
+            return nodeimage.ensure(kube)
+        if wanted == "built":
+            return nodeimage.ensure(kube)
+        return wanted
 
     # ---- lifecycle -----------------------------------------------------------------------
     def info(self) -> ClusterInfo:
@@ -233,32 +249,61 @@ class KindCluster:
         return ClusterInfo(
             mode=self.mode, name=self.name, kubeconfig=self.kubeconfig,
             versions={"kubernetes": state.get("kubernetes", "unknown"),
-                      "karpenter": state.get("karpenter_version", self.local.karpenter_version),
-                      "kwok": versions.KWOK, "kind": state.get("kind", "unknown")},
+                      "karpenter": state.get("karpenter_version", self.karpenter_version),
+                      "kwok": versions.KWOK, "kind": versions.KIND,
+                      "node image": state.get("node_image", "unknown")},
             zones=ZONES, karpenter_log=self.local.logs_dir / "karpenter.log",
             catalogue=self.local.catalogue_file,
-            catalogue_selection=self.local.catalogue_selection)
+            catalogue_selection=self.local.catalogue_selection,
+            feature_gates=tuple(self.local.feature_gates),
+            karpenter_settings=dict(self.local.settings))
 
     def status(self) -> Status:
-        state = self.local._state()
-        comps = {"kind": self.exists(), "kwok": process.alive(state.get("kwok_pid")),
-                 "karpenter": self.local.karpenter_running()}
+        comps = {"kind": self.exists()}
+        if comps["kind"]:
+            kube = self.kube()
+            comps["kwok"] = any(d.ready_replicas for d in incluster.deployments(
+                kube, "kube-system", "app=kwok-controller"))
+            comps["karpenter"] = self.karpenter_running()
         detail = "\n".join(f"{n:12} {'running' if ok else 'DOWN'}" for n, ok in comps.items())
-        return Status(all(comps.values()), detail, comps)
+        return Status(all(comps.values()) and len(comps) == 3, detail, comps)
+
+    def _installed_as(self) -> tuple:
+        """What Karpenter the cluster runs: release, build, Kubernetes, settings, catalogue."""
+        state = self.local._state()
+        return (state.get("karpenter_version"), state.get("karpenter_build", "release"),
+                state.get("kubernetes"), ksettings.render(state.get("karpenter_settings", {})),
+                state.get("catalogue_selection", "curated"))
+
+    def _wanted(self) -> tuple:
+        local = self.local
+        return (self.karpenter_version, local._build_name(), local.kubernetes_version,
+                ksettings.render(local.settings), local.catalogue_selection)
 
     def up(self, reuse: bool = False) -> ClusterInfo:
-        kind_version = self.check_tools()
+        self.local.check_options()  # a setting the release does not read: refused first
+        docker_version = self.check_tools()
         exists = self.exists()
         if exists and reuse and self.status().running:
-            log.warning("reusing kind cluster %r", self.name)
-            return self.info()
-        if exists or process.pids_using(str(self.local.run_dir)):
-            log.warning("kind cluster %r (or its processes) left from before; recreating it",
-                        self.name)
+            running, wanted = self._installed_as(), self._wanted()
+            if running == wanted:
+                log.warning("reusing kind cluster %r", self.name)
+                self._follow_logs()
+                return self.info()
+            if running[:3] + running[4:] == wanted[:3] + wanted[4:]:
+                # Only the settings differ: what an operator does with new Helm values (the
+                # cluster stays, Karpenter rolls out with them).
+                self.restart_karpenter()
+                return self.info()
+            log.warning("kind cluster %r runs Karpenter %s (%s) on Kubernetes %s with %s "
+                        "(catalogue %s), not %s (%s) on %s with %s (catalogue %s)",
+                        self.name, *running, *wanted)
+        if exists:
+            log.warning("kind cluster %r left from before; recreating it", self.name)
             self.down()
         started = time.monotonic()
         try:
-            self._up(kind_version)
+            self._up(docker_version)
         except BaseException:
             log.warning("bring-up of kind cluster %r failed; tearing down what was started",
                         self.name)
@@ -267,45 +312,279 @@ class KindCluster:
         log.warning("kind cluster %r ready in %.1fs", self.name, time.monotonic() - started)
         return self.info()
 
-    def _up(self, kind_version: str) -> None:
+    def _up(self, docker_version: str) -> None:
         local = self.local
         if local.run_dir.exists():
             shutil.rmtree(local.run_dir)
         local.logs_dir.mkdir(parents=True)
-        build.build_all([build.find("kubectl"), build.find("kwok")])
-        local._karpenter_binary(local.karpenter_version)  # the release's own kind of build
+        build.build_all([build.find("kubectl", local.kubernetes_version), build.find("kwok")])
+        self.helm()
+        local._karpenter_binary(self.karpenter_version)  # before anything starts
+        image = self.resolve_node_image()
+        self._create_network()
         config = local.run_dir / "kind.yaml"
-        config.write_text(kind_config())
-        proc = self._kind("create", "cluster", "--name", self.name, "--config", str(config),
-                          "--kubeconfig", str(self.kubeconfig), "--wait", "120s",
-                          *(["--image", self.node_image] if self.node_image else []), timeout=600)
+        config.write_text(kind_config(local.kubernetes_version))
+        step = time.monotonic()
+        proc = self.kind("create", "cluster", "--name", self.name, "--config", str(config),
+                         "--kubeconfig", str(self.kubeconfig), "--image", image,
+                         "--wait", KIND_WAIT, "--retain", timeout=CREATE_TIMEOUT_S)
+        (local.logs_dir / "kind-create.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
             raise ClusterError("kind could not create the cluster:\n"
-                               + "\n".join(proc.stderr.strip().splitlines()[-20:]))
-        local._wait_api()
+                               + "\n".join(proc.stderr.strip().splitlines()[-20:])
+                               + self._node_diagnosis())
+        log.warning("kind create cluster %r: %.0fs", self.name, time.monotonic() - step)
         server = json.loads(local.kubectl("version", "-o", "json"))["serverVersion"]["gitVersion"]
-        local._save_state(name=self.name, kind=kind_version, kubernetes=server,
-                          started=time.time())
+        local._save_state(name=self.name, kind=versions.KIND, kubernetes=server,
+                          node_image=image, docker=docker_version, started=time.time())
+        self.keep_system_daemons_off_karpenter_nodes()
         self.let_local_path_tolerate_the_taint()
-        catalogue.write(local.catalogue_file, local.catalogue_types())
-        self.start_kwok()
-        local.start_karpenter()  # installs the CRDs and default NodeClass first
+        self.install_kwok()
+        self.start_karpenter()
 
-    def down(self) -> None:
-        """Stop our processes and delete the kind cluster; safe to call twice."""
+    def _create_network(self) -> None:
+        """A Docker network of this cluster's own (kind uses it through
+        KIND_EXPERIMENTAL_DOCKER_NETWORK), labelled for `make sweep`."""
+        process.run(["docker", "network", "rm", self.network], 60)
+        proc = process.run(["docker", "network", "create", "-d=bridge",
+                            "-o", "com.docker.network.bridge.enable_ip_masquerade=true",
+                            "--label", f"{NETWORK_LABEL}={self.name}",
+                            "--label", f"{CREATED_LABEL}={int(time.time())}",
+                            self.network], 60)
+        if proc.returncode != 0:
+            raise ClusterError(f"docker network create {self.network} failed: "
+                               f"{proc.stderr.strip()}")
+
+    def _node_diagnosis(self) -> str:
+        node = self.node_container(self.name)
+        out = process.run(["docker", "exec", node, "journalctl", "--no-pager", "-n", "30",
+                           "-u", "kubelet", "-u", "containerd"], 60)
+        return f"\n--- {node}: kubelet and containerd ---\n{out.stdout[-4000:]}" \
+            if out.returncode == 0 else ""
+
+    def keep_system_daemons_off_karpenter_nodes(self) -> None:
+        patch = json.dumps({"spec": {"template": {"spec": {"affinity": NOT_ON_KARPENTER_NODES}}}})
+        for name in SYSTEM_DAEMONSETS:
+            self.local.kubectl("-n", "kube-system", "patch", "daemonset", name, "--type=merge",
+                               "-p", patch, check=name == "kube-proxy")
+
+    def let_local_path_tolerate_the_taint(self) -> None:
+        """Give kind's storage provisioner the control plane's toleration, and wait for it."""
+        namespace, name = LOCAL_PATH
+        toleration = {"key": CRITICAL_ADDONS_ONLY["key"], "operator": "Exists"}
+        try:
+            self.local.kubectl("-n", namespace, "patch", "deployment", name, "--type=json",
+                               "-p", json.dumps([{"op": "add",
+                                                  "path": "/spec/template/spec/tolerations/-",
+                                                  "value": toleration}]))
+            self.local.kubectl("-n", namespace, "rollout", "status", f"deployment/{name}",
+                               "--timeout=120s", timeout=150)
+        except ClusterError as exc:
+            raise ClusterError(f"kind's {name} cannot run on the tainted control plane: "
+                               f"{exc}") from None
+
+    def load_image(self, ref: str) -> None:
+        proc = self.kind("load", "docker-image", ref, "--name", self.name, timeout=600)
+        if proc.returncode != 0:
+            raise ClusterError(f"kind load docker-image {ref} failed: "
+                               f"{(proc.stderr or proc.stdout).strip()[-500:]}")
+
+    def install_kwok(self) -> None:
+        """kwok in the cluster from kwok's own manifests and stages: it makes Karpenter's
+        nodes Ready and runs the pods bound to them."""
+        module = build.download_module("sigs.k8s.io/kwok", versions.KWOK)
+        if not images.exists(KWOK_IMAGE):
+            images.from_files(KWOK_IMAGE, {"usr/local/bin/kwok": build.build(build.find("kwok"))},
+                              ["/usr/local/bin/kwok"])
+        self.load_image(KWOK_IMAGE)
+        with tempfile.TemporaryDirectory(dir=self.local.run_dir) as tmp:
+            shutil.copytree(module / "kustomize", Path(tmp) / "kwok-kustomize")
+            (Path(tmp) / "kustomization.yaml").write_text(yaml.safe_dump(
+                kwok_kustomization("kwok-kustomize")))
+            manifests = self.local.kubectl("kustomize", tmp)
+            rendered = Path(tmp) / "kwok.yaml"
+            rendered.write_text(manifests)
+            self.local.kubectl("apply", "--server-side", "-f", str(rendered))
+        self.local.kubectl("-n", "kube-system", "wait", "--for=condition=Established",
+                           "--timeout=60s", "crd/stages.kwok.x-k8s.io", timeout=90)
+        for stage in KWOK_STAGES:
+            self.local.kubectl("apply", "--server-side", "-f", str(module / stage))
+        self.local.kubectl("-n", "kube-system", "rollout", "status",
+                           "deployment/kwok-controller", "--timeout=180s", timeout=200)
+
+    # ---- Karpenter -----------------------------------------------------------------------
+    def _karpenter(self) -> incluster.InCluster:
+        return incluster.InCluster(self.kube(), chart.NAMESPACE, f"kind cluster {self.name!r}")
+
+    def _follow_logs(self) -> None:
+        incluster.follow_logs(self.kubeconfig, chart.NAMESPACE,
+                              self.local.logs_dir / "karpenter.log")
+
+    def start_karpenter(self, version: str | None = None) -> None:
+        """Karpenter ``version`` running: where its Deployment is only stopped (scaled to 0)
+        with this release, build and settings, scaled back; else installed, or upgraded, by
+        its chart. Its log followed."""
+        version = version or self.karpenter_version
+        wanted = (version, *self._wanted()[1:])
+        if self._installed_as() == wanted and self._installed():
+            self._karpenter().start()
+            self._follow_logs()
+            return
+        self._install(version)
+
+    def _install(self, version: str) -> None:
+        """`helm upgrade --install` of ``version``'s chart with this cluster's settings: its
+        image loaded first, its CRDs applied before the controller (as upstream does)."""
         local = self.local
-        local.stop_karpenter()
-        # kwok (and anything else of ours) by the run directory in its command line, not by a
-        # recorded pid that may since belong to another process.
-        for pid in process.pids_using(str(local.run_dir)):
-            process.terminate(pid)
-        if self.exists():
-            proc = self._kind("delete", "cluster", "--name", self.name,
-                              "--kubeconfig", str(self.kubeconfig), timeout=300)
-            if proc.returncode != 0:
-                raise ClusterError(f"kind delete cluster {self.name} failed: {proc.stderr.strip()}")
-        if local.run_dir.is_dir():
-            for item in local.run_dir.iterdir():
-                if item != local.logs_dir:
-                    shutil.rmtree(item) if item.is_dir() else item.unlink()
-        log.warning("kind cluster %r is down; logs kept in %s", self.name, local.logs_dir)
+        binary = local._karpenter_binary(version)
+        image = chart.image_ref(version, local._build_name(version), binary)
+        if not images.exists(image):
+            images.from_files(image, {"ko-app/karpenter": binary}, ["/ko-app/karpenter"])
+        self.load_image(image)
+        if version != local._state().get("crds_version"):
+            local._install_crds(version)
+            local._save_state(crds_version=version)
+        reads_file = build.reads_catalogue_file(build.download_karpenter(version))
+        if reads_file:
+            local._prepare_catalogue(version)
+            self._apply_catalogue()
+        env = {"LOG_LEVEL": os.environ.get("KARPENTER_LOG_LEVEL", "debug"),
+               **{k: v for k, v in local._karpenter_env(version).items() if v is not None}}
+        self._follow_logs()
+        started = time.monotonic()
+        out = chart.upgrade_install(self.helm(), self.kubeconfig, version,
+                                    chart.values(version, image, env, reads_file),
+                                    local.run_dir / "karpenter-values.json")
+        with open(local.logs_dir / "helm.log", "a") as fh:
+            fh.write(out)
+        self._karpenter().wait(True)
+        local._save_state(karpenter_version=version, karpenter_image=image,
+                          karpenter_settings=local.settings,
+                          karpenter_build=local._build_name(version),
+                          catalogue_selection=local.catalogue_selection)
+        log.warning("Karpenter %s installed by its chart in kind cluster %r in %.0fs (%s)",
+                    version, self.name, time.monotonic() - started, image)
+
+    def _apply_catalogue(self) -> None:
+        """The catalogue onto the node, where the chart's values mount it from."""
+        node = self.node_container(self.name)
+        images.docker("exec", node, "mkdir", "-p", str(Path(chart.CATALOGUE_ON_NODE).parent))
+        images.docker("cp", str(self.local.catalogue_file), f"{node}:{chart.CATALOGUE_ON_NODE}")
+
+    def _installed(self) -> bool:
+        try:
+            self._karpenter().deployment()
+            return True
+        except ClusterError:
+            return False
+
+    def karpenter_running(self) -> bool:
+        return self._karpenter().running()
+
+    def stop_karpenter(self) -> None:
+        if self._installed():
+            self._karpenter().stop()
+
+    def upgrade_karpenter(self, version: str) -> None:
+        """What a platform team does: the new CRDs, then `helm upgrade` to the new chart;
+        then the upgrade itself is checked: every replica runs the new image, the cluster's
+        CRDs are the new release's, and no Karpenter webhook is left calling a Service that
+        does not answer."""
+        local = self.local
+        local.check_version(version)
+        support = compat.supported(version)
+        if compat.minor(local.kubernetes_version) not in support:  # the cluster stays
+            raise ClusterError(f"Karpenter {version} does not support this cluster's "
+                               f"Kubernetes {local.kubernetes_version}: {support.text}")
+        local._karpenter_binary(version)  # before anything changes
+        self._install(version)
+        local.karpenter_version = version
+        log.warning("kind cluster %r: upgrade to %s checked: %s", self.name, version,
+                    "; ".join(self.check_upgraded(version)))
+
+    def check_upgraded(self, version: str) -> list[str]:
+        """What an upgrade to ``version`` must leave, each said; a ClusterError names what
+        it did not."""
+        kube, local = self.kube(), self.local
+        image = local._state().get("karpenter_image", "")
+        d = self._karpenter().deployment()
+        pods = [p for p in kube.pods(chart.NAMESPACE, incluster.SELECTOR)
+                if p.metadata and not p.metadata.deletion_timestamp]
+        images_run = sorted({c.image or "" for p in pods
+                             for c in (p.spec.containers if p.spec else [])
+                             if c.name == "controller"})
+        if d.image != image or images_run != [image]:
+            raise ClusterError(f"after the upgrade to {version} Karpenter's Deployment runs "
+                               f"{d.image} and its pods {images_run}, not {image}")
+        said = [f"{d.ready_replicas}/{d.replicas} replica(s) ready on {image}"]
+        stale = []
+        for crd_dir in local.crd_dirs(version):
+            for path in sorted(crd_dir.glob("*.yaml")):
+                want = yaml.safe_load(path.read_text())
+                live = kube.api.sanitize_for_serialization(
+                    kube.apiext.read_custom_resource_definition(
+                        want["metadata"]["name"], _request_timeout=kube.timeout))
+                if _schemas(want) != _schemas(live):
+                    stale.append(want["metadata"]["name"])
+        if stale:
+            raise ClusterError(f"after the upgrade to {version} these CRDs are not "
+                               f"{version}'s: {', '.join(stale)}")
+        said.append(f"CRDs are {version}'s")
+        broken = incluster.stale_webhooks(kube, chart.NAMESPACE)
+        if broken:
+            raise ClusterError(f"after the upgrade to {version} Karpenter's webhooks call "
+                               f"Services that do not answer: {'; '.join(broken)}")
+        said.append("no Karpenter webhook calls a Service that does not answer")
+        return said
+
+    def restart_karpenter(self) -> None:
+        """Karpenter rolled out again with this cluster's settings (`helm upgrade` with the
+        new values; a rollout restart where they are the same): the cluster's nodes and
+        objects stay."""
+        before = ksettings.render(self.local._state().get("karpenter_settings", {}))
+        started = time.monotonic()
+        if self._installed_as() == self._wanted():
+            self.local.kubectl("-n", chart.NAMESPACE, "rollout", "restart",
+                               "deployment/karpenter")
+            self._karpenter().wait(True)
+        else:
+            self._install(self.karpenter_version)
+        log.warning("kind cluster %r: Karpenter rolled out with %s (it ran with %s) in %.1fs",
+                    self.name, ksettings.render(self.local.settings), before,
+                    time.monotonic() - started)
+
+    def karpenter_peak_memory_mib(self) -> float | None:
+        return None  # in a pod: its cgroup is the node's, not this machine's /proc
+
+    def karpenter_metrics(self) -> str | None:
+        try:
+            return self._karpenter().metrics()
+        except ClusterError:
+            return None
+
+    # ---- down ----------------------------------------------------------------------------
+    def down(self) -> None:
+        """Delete the kind cluster, its network and our processes; safe to call twice."""
+        with unstoppable():
+            local = self.local
+            incluster.stop_following(local.logs_dir / "karpenter.log")
+            for pid in process.pids_using(str(local.run_dir)):
+                process.terminate(pid)
+            if self.exists():
+                proc = self.kind("delete", "cluster", "--name", self.name,
+                                 "--kubeconfig", str(self.kubeconfig), timeout=300)
+                if proc.returncode != 0:
+                    raise ClusterError(f"kind delete cluster {self.name} failed: "
+                                       f"{proc.stderr.strip()}")
+            process.run(["docker", "network", "rm", self.network], 60)
+            if local.run_dir.is_dir():
+                for item in local.run_dir.iterdir():
+                    if item != local.logs_dir:
+                        shutil.rmtree(item) if item.is_dir() else item.unlink()
+            log.warning("kind cluster %r is down; logs kept in %s", self.name, local.logs_dir)
+
+
+def _schemas(crd: dict) -> dict:
+    """A CRD's versions and their schemas, as the API server serves them."""
+    return {v["name"]: (v.get("served"), v.get("storage"), v.get("schema"))
+            for v in crd["spec"]["versions"]}

@@ -1,0 +1,3 @@
+module karpenter-e2e/clusters/kind/capwrap
+
+go 1.21
