@@ -26,6 +26,9 @@ class ClusterInfo:
     # Seconds from a NodeClaim's creation to its node Ready, at most, in this mode: pacing for
     # scenarios whose timers must outlast a launch (expiration). KWOK nodes are Ready in 1-2 s.
     node_launch_s: float = 15
+    # Whether this mode's simulated nodes take the launch latency a NodePool's template asks
+    # for (LAUNCH_LATENCY; local mode's kwok stages); elsewhere nodes launch at their own pace.
+    launch_latency_simulated: bool = False
     # Where the boto3 checks reach EC2/SSM/SQS: None for AWS itself (eks), the fake's
     # endpoint in aws-sim mode.
     aws_endpoint: str | None = None

@@ -66,6 +66,15 @@ def render(suites: Path = SUITES) -> str:
               "Each from Karpenter's clocks (`clusters/karpenter/clock.py`, where the "
               "derivation is written beside the value).", "", "| name | seconds |", "|---|---|"]
     lines += [f"| `{b}` | {getattr(clock, b)} |" for b in BOUNDS]
+    lines += ["", "## The settle window: which runs watch it", "",
+              "After a body that passed, every scenario watches it (`--karpenter-settle=all`, "
+              "the default; `consolidation` keeps it to the scenarios about consolidation, "
+              "`off` to none) unless its NodePools give no window. The window "
+              f"(`settle_window`): {_doc(oracles.settle_window)} A run that watched none says "
+              "why beside the "
+              "oracle's verdict (`notes` in the timeline JSON, the Allure `oracles` "
+              "attachment): e.g. no NodePool at all (validation), nodes that expire within "
+              "the hour (expiration), a pool held at budget 0 (drift-kinds)."]
     lines += ["", "## Karpenter's log: known noise", "",
               "Errors a healthy Karpenter logs, left out of the repeated-error count (never "
               "out of the panic and refused-create checks).", ""]

@@ -12,9 +12,12 @@ import pytest
 
 from karpenter_e2e.fixtures.scenario import (
     DISRUPTION_ACT_S,
+    DRIFT_MARK_S,
     ONE_PER_NODE,
     ROOMY_CPU,
+    TERMINATION_S,
     Observation,
+    launch_s,
     step,
     view,
 )
@@ -148,15 +151,80 @@ def test_budget_of_one_disrupts_one_node_at_a_time(nodepool_factory, inflate_fac
     with step("expect all three gone, each deleted only after the one before was gone"):
         ends = expect.watch_nodeclaims_end(pool, claims, timeout=3 * UNBLOCKED_S / 2,
                                            what=f"empty NodeClaims {sorted(claims)} to go one by one")
-        order = sorted(ends.values(), key=lambda e: e.deleting_at or 0)
-        assert all(e.deleting_at for e in order), f"NodeClaims gone without a deletion seen: {order}"
-        for before, after in itertools.pairwise(order):
-            # deletionTimestamp has 1s resolution; gone_at is when the watch saw it vanish.
-            assert after.deleting_at >= before.gone_at - 1, \
-                f"NodeClaim {after.name} was deleted {before.gone_at - after.deleting_at:.0f}s " \
-                f"before {before.name} was gone: two disrupted at once under a budget of 1"
+        order = one_after_another(ends)
         expect.watch_nodes_gone(nodes, timeout=30, what=f"empty nodes {sorted(nodes)} to be gone")
     timings.record(emptied_to_all_gone_s=round(max(e.gone_at for e in order) - emptied, 1),
+                   gaps_s=[round(b.deleting_at - a.gone_at, 1) for a, b in itertools.pairwise(order)])
+
+
+def one_after_another(ends: dict) -> list:
+    """The NodeClaims' ends in the order they were deleted, each deleted only once the one
+    before was gone (a budget of 1 watched on every NodeClaim change)."""
+    order = sorted(ends.values(), key=lambda e: e.deleting_at or 0)
+    assert all(e.deleting_at for e in order), f"NodeClaims gone without a deletion seen: {order}"
+    for before, after in itertools.pairwise(order):
+        # deletionTimestamp has 1s resolution; gone_at is when the watch saw it vanish.
+        assert after.deleting_at >= before.gone_at - 1, \
+            f"NodeClaim {after.name} was deleted {before.gone_at - after.deleting_at:.0f}s " \
+            f"before {before.name} was gone: two disrupted at once under a budget of 1"
+    return order
+
+
+# budget-one-at-a-time with replacements: the template label the scenario changes (drift).
+DRIFT_KEY = "example.com/budget-drift"
+
+
+@pytest.mark.scenario("budget-one-at-a-time")
+@pytest.mark.covers("nodepool.budgets.nodes")
+@pytest.mark.launch_latency
+def test_budget_of_one_replaces_drifted_nodes_one_at_a_time(nodepool_factory, inflate_factory,
+                                                            expect, cluster, launch_latency,
+                                                            timings, timeline):
+    """Budget nodes "1", two nodes with a pod each, the pool's template changed (drift):
+    Karpenter replaces one node (its replacement launching as slowly as a cloud's, the
+    harness's launch latency) and only then the other, each deleted only after the one before
+    was gone. That no second disruption began while the first replacement was still
+    launching, the window a budget must hold across, is plans-honest's budget check, which
+    judges every disruption start of every run."""
+    launch = launch_s(cluster.info, launch_latency)
+    with step(f'given a pool (budget nodes: "1"; nodes Ready {launch_latency:g}s after launch) '
+              f'and 2 pods one per node'):
+        # WhenEmpty, the workshop's 30s: no consolidation command beside drift's, and a
+        # replacement waiting for the pods it was launched for is not taken as empty.
+        pool = nodepool_factory("default", spec={"disruption": {
+            "consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s",
+            "budgets": [{"nodes": "1"}]}})
+        inflate = inflate_factory(replicas=2, node_selector=pool.template_labels,
+                                  extra_pod_spec={"affinity": ONE_PER_NODE})
+        nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
+        claims = names(expect.eventually_nodeclaims(
+            pool, lambda cs: bool(cs) and all(view.is_true(c, "Initialized") for c in cs),
+            "every NodeClaim of the pool initialized"))
+        assert len(claims) == 2, f"2 pods one per node on {len(claims)} NodeClaims"
+
+    with step("change the pool's template labels: both nodes drift"):
+        nodepool_factory.patch(pool, {"spec": {"template": {"metadata": {
+            "labels": {DRIFT_KEY: "changed"}}}}})
+        patched = time.time()
+        timeline.mark(patched, "template labels changed")
+
+    with step("expect both replaced, each deleted only after the one before was gone"):
+        # Per node: Drifted, a disruption pass, the replacement's launch, the drain.
+        per_node = DISRUPTION_ACT_S + launch + TERMINATION_S
+        ends = expect.watch_nodeclaims_end(pool, claims, timeout=DRIFT_MARK_S + 2 * per_node,
+                                           what=f"drifted NodeClaims {sorted(claims)} to be "
+                                                f"replaced one by one")
+        order = one_after_another(ends)
+        if cluster.info.launch_latency_simulated:
+            # Drift replaces first: the first deletion waits for a replacement that took the
+            # latency to launch, which is what holds a disruption in flight that long.
+            assert order[0].deleting_at >= patched + launch_latency - 1, \
+                f"NodeClaim {order[0].name} deleted {order[0].deleting_at - patched:.0f}s after " \
+                f"the patch: its replacement cannot have launched for {launch_latency:g}s"
+        pods = expect.eventually_pods_running(inflate, 2)
+        on_old = sorted(set(expect.pods_on(pods)) & nodes)
+        assert not on_old, f"pods still on the drifted nodes {on_old}"
+    timings.record(patch_to_replaced_s=round(time.time() - patched, 1),
                    gaps_s=[round(b.deleting_at - a.gone_at, 1) for a, b in itertools.pairwise(order)])
 
 

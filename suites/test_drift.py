@@ -58,9 +58,11 @@ def template_meta(**fields) -> dict:
 
 @pytest.mark.scenario("drift")
 @pytest.mark.covers("nodepool.template.nodeClassRef")
+@pytest.mark.launch_latency
 def test_nodeclass_change_replaces_drifted_nodes(nodepool_factory, inflate_factory, expect,
                                                  timings, timeline):
-    """NodeClasses oldnode/newnode; 5 pods on oldnode; nodeClassRef -> newnode: nodes replaced."""
+    """NodeClasses oldnode/newnode; 5 pods on oldnode; nodeClassRef -> newnode: nodes replaced,
+    each replacement up (launching as slowly as a cloud's) before its drifted node goes."""
     with step("given NodeClasses oldnode and newnode, and 5 pods on an oldnode pool"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old)

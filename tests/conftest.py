@@ -40,6 +40,26 @@ def provider_module() -> Path:
     return provider.module_dir()
 
 
+def module_in_cache(module: str, version: str) -> Path:
+    """A module from the Go module cache only (a build put it there): no download, no
+    network; the test is skipped when it is not there yet."""
+    import subprocess
+    if not shutil.which("go"):
+        pytest.skip("no Go on PATH, so no module cache")
+    modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True,
+                              text=True).stdout.strip()
+    path = Path(modcache) / f"{module}@{version}"
+    if not path.is_dir():
+        pytest.skip(f"{module} {version} is not in the Go module cache yet")
+    return path
+
+
+@pytest.fixture(scope="session")
+def go_module():
+    """``go_module(module, version)``: the module's directory in the Go module cache."""
+    return module_in_cache
+
+
 @pytest.fixture
 def fake_aws(monkeypatch):
     """moto's in-process AWS for the test's boto3 clients (dummy credentials, no network)."""

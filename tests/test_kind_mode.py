@@ -6,8 +6,6 @@ the pod-log follower. The real thing (a kind cluster on this machine's Docker) r
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,18 +20,6 @@ from karpenter_e2e.clusters.kind.cluster import KWOK_STAGES, KindCluster
 
 DOCKER_DOWN = ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
                "Is the docker daemon running?")
-
-
-def module_in_cache(module: str, version: str) -> Path:
-    """A module from the Go module cache only (a build put it there): no network."""
-    if not shutil.which("go"):
-        pytest.skip("no Go on PATH, so no module cache")
-    modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True,
-                              text=True).stdout.strip()
-    path = Path(modcache) / f"{module}@{version}"
-    if not path.is_dir():
-        pytest.skip(f"{module} {version} is not in the Go module cache yet")
-    return path
 
 
 @pytest.fixture
@@ -81,8 +67,8 @@ def test_kwok_is_installed_from_its_own_manifests_kept_off_its_nodes():
                                          "operator": "DoesNotExist"}]
 
 
-def test_real_kwok_module_has_the_manifests_and_stages():
-    module = module_in_cache("sigs.k8s.io/kwok", versions.KWOK)
+def test_real_kwok_module_has_the_manifests_and_stages(go_module):
+    module = go_module("sigs.k8s.io/kwok", versions.KWOK)
     assert (module / "kustomize/kwok/kustomization.yaml").is_file()
     assert [rel for rel in KWOK_STAGES if not (module / rel).is_file()] == []
 
@@ -176,8 +162,8 @@ def test_go_string_constants_are_read_with_their_sums():
                                             "manifest": "\nimage: docker.io/x:v1\nend\n"}
 
 
-def test_kinds_own_sources_give_the_storage_manifest_and_images():
-    parts = nodeimage.kind_parts(module_in_cache("sigs.k8s.io/kind", versions.KIND))
+def test_kinds_own_sources_give_the_storage_manifest_and_images(go_module):
+    parts = nodeimage.kind_parts(go_module("sigs.k8s.io/kind", versions.KIND))
     assert parts.storage_provisioner.startswith("docker.io/kindest/local-path-provisioner:")
     assert parts.storage_helper.startswith("docker.io/kindest/local-path-helper:")
     assert f"image: {parts.storage_provisioner}" in parts.storage_manifest
@@ -245,8 +231,8 @@ def test_a_mutant_is_an_image_of_its_own(tmp_path):
     assert chart.image_ref("v1.15.0", "release", binary) != release
 
 
-def test_the_real_chart_has_the_values_the_harness_sets():
-    module = module_in_cache("sigs.k8s.io/karpenter", versions.KARPENTER)
+def test_the_real_chart_has_the_values_the_harness_sets(go_module):
+    module = go_module("sigs.k8s.io/karpenter", versions.KARPENTER)
     values = yaml.safe_load((module / "kwok/charts/values.yaml").read_text())
     for path in chart.CHART_VALUES.values():
         assert chart._has_value(values, path), path

@@ -338,16 +338,30 @@ def test_the_settle_window_is_the_longest_consolidate_after_plus_karpenters_marg
     window, why = oracles.settle_window([_pool("0s", expire_after="60s")])
     assert window is None and "expires its nodes after 60s" in why
     assert oracles.settle_window([_pool("0s", expire_after="720h")]) == (margin, "")
+    # budgets that allow no voluntary disruption: the pool consolidates nothing
+    closed = _pool("5m")
+    for budgets in ([{"nodes": "0"}], [{"nodes": "0%"}, {"nodes": "3"}]):
+        closed["spec"]["disruption"] = {"consolidateAfter": "5m", "budgets": budgets}
+        window, why = oracles.settle_window([closed])
+        assert window is None and "budgets that allow no disruption" in why
+        assert oracles.settle_window([closed, _pool("30s")]) == (30 + margin, "")
+    for budgets in ([{"nodes": "0", "reasons": ["Drifted"]}], [{"nodes": "10%"}],
+                    [{"nodes": "0", "schedule": "@daily", "duration": "1h"}]):
+        closed["spec"]["disruption"] = {"consolidateAfter": "5m", "budgets": budgets}
+        assert oracles.settle_window([closed]) == (300 + margin, ""), budgets
     with pytest.raises(ValueError, match="not a Go duration"):
         oracles.settle_window([_pool("30 seconds")])
 
 
 def test_a_cluster_that_keeps_changing_after_the_body_did_not_settle():
     # the body ended at T0 + 100; the window is 40 s, so the watch lasts at most 120 s
+    def up(name, t, **kw):  # created initialized, as KWOK's nodes come up within the second
+        return {**claim(name, t, **kw), "conditions": {"Initialized": [True, int(t)]}}
+
     def case(*churn):
-        entries = [(T0 + 1, "nodeclaims", "ADDED", claim("c0", T0 + 1, node="n0"))]
+        entries = [(T0 + 1, "nodeclaims", "ADDED", up("c0", T0 + 1, node="n0"))]
         for i, t in enumerate(churn):
-            entries.append((t, "nodeclaims", "ADDED", claim(f"c{i + 1}", t)))
+            entries.append((t, "nodeclaims", "ADDED", up(f"c{i + 1}", t)))
         rec = Record(recording(*entries, end=T0 + 100 + 120), settle_from=T0 + 100, settle_s=40)
         return [f for f in judge(rec).findings if f.oracle == "it-settles"]
     assert case() == []
@@ -358,6 +372,37 @@ def test_a_cluster_that_keeps_changing_after_the_body_did_not_settle():
                                     "+100.0s nodeclaim c3 created")
     # a change after the watch ended (the cleanup) is not the settle window's
     assert case(T0 + 230) == []
+
+
+def test_a_nodeclaim_turning_initialized_is_a_change():
+    # consolidateAfter counts from a node's initialization: a replacement launching for 45 s
+    # cannot be left alone before it is up, so the quiet begins there, not at its creation
+    launching = claim("c1", T0 + 10, node="n1")
+    up = {**launching, "conditions": {"Initialized": [True, int(T0 + 55)]}}
+    rec = recording((T0 + 10, "nodeclaims", "ADDED", launching),
+                    (T0 + 55, "nodeclaims", "MODIFIED", up),
+                    (T0 + 60, "nodeclaims", "MODIFIED", {**up, "node": "n1"}))
+    assert oracles.changes(rec, T0) == [(T0 + 10, "nodeclaim c1 created"),
+                                        (T0 + 55, "nodeclaim c1 initialized")]
+    # a node relaunched every 50 s, each launch 45 s, deleted 4 s after it is up: 45 s
+    # without a change while each launches, yet Karpenter never left the cluster alone
+    entries = []
+    for i, t in enumerate((T0 + 100, T0 + 150, T0 + 200)):
+        c = claim(f"r{i}", t, node=f"n{i}")
+        entries += [(t, "nodeclaims", "ADDED", c),
+                    (t + 45, "nodeclaims", "MODIFIED",
+                     {**c, "conditions": {"Initialized": [True, int(t + 45)]}}),
+                    (t + 49, "nodeclaims", "DELETED", {"name": f"r{i}"})]
+    churn = recording(*entries, end=T0 + 260)
+    moved = oracles.changes(churn, T0 + 90)
+    spans = oracles.launching(churn)
+    assert spans == [(T0 + 100, T0 + 145), (T0 + 150, T0 + 195), (T0 + 200, T0 + 245)]
+    assert oracles.quiet_from(moved, T0 + 90, 40, T0 + 260, spans) is None
+    assert oracles.quiet_from(moved, T0 + 90, 40, T0 + 260) == T0 + 100  # launches as quiet
+    # the last one stays: quiet from its initialization
+    settled = recording(*entries[:-1], end=T0 + 300)
+    assert oracles.quiet_from(oracles.changes(settled, T0 + 90), T0 + 90, 40, T0 + 300,
+                              oracles.launching(settled)) == T0 + 245
 
 
 def test_a_pod_moving_is_a_change_and_a_status_update_is_not():

@@ -5,6 +5,9 @@ objects), and the well-known keys Karpenter, its providers and Kubernetes put on
 RUN_LABEL = "karpenter-e2e/run"
 TEST_LABEL = "karpenter-e2e/test"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "karpenter-e2e"}
+# An annotation on a NodePool's template (so on its NodeClaims and nodes): seconds from a
+# node's creation to its Ready, which local mode's simulated nodes take (clusters/local/stages.py)
+LAUNCH_LATENCY = "karpenter-e2e/launch-latency"
 
 # Karpenter's own (sigs.k8s.io/karpenter pkg/apis/v1/labels.go)
 NODEPOOL = "karpenter.sh/nodepool"

@@ -51,6 +51,7 @@ from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.infra.filelock import file_lock, write_whole
 from karpenter_e2e.clusters.karpenter import compat, features, mutants, settings as ksettings
 from karpenter_e2e.clusters.karpenter.mutants import Mutant
+from karpenter_e2e.clusters.local import stages
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,9 @@ class LocalCluster:
             catalogue_selection=self.catalogue_selection,
             feature_gates=self.gates_on(state.get("karpenter_version", self.karpenter_version)),
             karpenter_settings=dict(state.get("karpenter_settings", self.settings)),
+            # local mode's own nodes come from the KWOK provider through these kwok stages;
+            # a mode built on it that makes its nodes otherwise (aws-sim) does not say so
+            launch_latency_simulated=self.mode == "local",
         )
 
     def gates_on(self, version: str) -> tuple[str, ...]:
@@ -286,9 +290,11 @@ class LocalCluster:
                        self._state().get("karpenter_build", "release"),
                        self._state().get("kubernetes_version"),
                        ksettings.render(self._state().get("karpenter_settings", {})),
-                       self._state().get("catalogue_selection", "curated"))
+                       self._state().get("catalogue_selection", "curated"),
+                       self._state().get("kwok_stages"))
             wanted = (self.karpenter_version, self._build_name(), self.kubernetes_version,
-                      ksettings.render(self.settings), self.catalogue_selection)
+                      ksettings.render(self.settings), self.catalogue_selection,
+                      self._kwok_stages_digest())
             if running != wanted and reuse and st.running \
                     and running[:3] + running[4:] == wanted[:3] + wanted[4:] and self._healthy():
                 # Only the settings differ: what an operator does with new Helm values (the
@@ -298,7 +304,8 @@ class LocalCluster:
             if running != wanted:
                 reuse = False  # never hand a test a Karpenter other than the one it asked for
                 log.warning("local cluster %r runs Karpenter %s (%s) on Kubernetes %s with %s "
-                            "(catalogue %s), not %s (%s) on %s with %s (catalogue %s)",
+                            "(catalogue %s, kwok stages %s), not %s (%s) on %s with %s "
+                            "(catalogue %s, kwok stages %s)",
                             self.name, *running, *wanted)
             if st.running and reuse and self._healthy():
                 log.warning("reusing local cluster %r (%s)", self.name, self.run_dir)
@@ -344,7 +351,12 @@ class LocalCluster:
                              kubernetes_version=self.kubernetes_version, started=time.time())
             self._start_cloud()
             config = self.run_dir / "kwokctl.yaml"
-            config.write_text(yaml.safe_dump(self._kwokctl_config(port), sort_keys=False))
+            # kwokctl takes the Stage documents beside its configuration instead of its
+            # defaults (runtime/cluster.go): the same stages, with the launch latency.
+            kwok_stages = self._kwok_stages()
+            config.write_text(yaml.safe_dump_all([self._kwokctl_config(port), *kwok_stages],
+                                                 sort_keys=False))
+            self._save_state(kwok_stages=stages.digest(kwok_stages))
             proc = self._kwokctl("create", "cluster", "--config", str(config),
                                  "--kubeconfig", str(self.kubeconfig), "--wait", "60s", timeout=180)
             if proc.returncode == 0:
@@ -438,6 +450,12 @@ class LocalCluster:
         if not self.catalogue_file.exists() or self.catalogue_file.read_text() != text:
             self.catalogue_file.parent.mkdir(parents=True, exist_ok=True)
             self.catalogue_file.write_text(text)
+
+    def _kwok_stages(self) -> list[dict]:
+        return stages.render(build.download_module("sigs.k8s.io/kwok", versions.KWOK))
+
+    def _kwok_stages_digest(self) -> str:
+        return stages.digest(self._kwok_stages())
 
     def _kwokctl_config(self, port: int) -> dict:
         b = {t.name: str(t.path) for t in build.kube_targets(self.kubernetes_version)}
