@@ -16,7 +16,8 @@ from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import versions
 from karpenter_e2e.clusters.karpenter import podlogs
 from karpenter_e2e.clusters.kind import chart, cluster as kind_mode, docker, nodeimage
-from karpenter_e2e.clusters.kind.cluster import KWOK_STAGES, KindCluster
+from karpenter_e2e.clusters.kind.cluster import KindCluster
+from karpenter_e2e.clusters.local import stages
 
 DOCKER_DOWN = ("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
                "Is the docker daemon running?")
@@ -70,7 +71,7 @@ def test_kwok_is_installed_from_its_own_manifests_kept_off_its_nodes():
 def test_real_kwok_module_has_the_manifests_and_stages(go_module):
     module = go_module("sigs.k8s.io/kwok", versions.KWOK)
     assert (module / "kustomize/kwok/kustomization.yaml").is_file()
-    assert [rel for rel in KWOK_STAGES if not (module / rel).is_file()] == []
+    assert [rel for rel in stages.MODULE_STAGES if not (module / rel).is_file()] == []
 
 
 def test_system_daemons_are_kept_off_karpenters_nodes(cluster, monkeypatch):

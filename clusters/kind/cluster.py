@@ -36,6 +36,7 @@ from karpenter_e2e.clusters.infra import build, process, versions
 from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.karpenter import compat, incluster, settings as ksettings
 from karpenter_e2e.clusters.kind import chart, docker, images, nodeimage
+from karpenter_e2e.clusters.local import stages
 from karpenter_e2e.clusters.local.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
@@ -51,12 +52,6 @@ KUBEADM_CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect
 # (pkg/build/nodeimage/const_storage.go): without this it would stay Pending, and Karpenter
 # would launch a node for it inside some test's pool.
 LOCAL_PATH = ("local-path-storage", "local-path-provisioner")
-# The same stages local mode gives kwok (kwokctl's binary runtime), as Stage objects.
-KWOK_STAGES = ("kustomize/stage/node/fast/node-initialize.yaml",
-               "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-               "kustomize/stage/pod/fast/pod-ready.yaml",
-               "kustomize/stage/pod/fast/pod-complete.yaml",
-               "kustomize/stage/pod/fast/pod-delete.yaml")
 KWOK_IMAGE = f"registry.k8s.io/kwok/kwok:{versions.KWOK}"
 # Off Karpenter's nodes (kwok's simulations): what Karpenter's own chart does for itself.
 # kube-proxy and the CNI there would be kwok fakes Karpenter counts as daemon overhead that
@@ -256,7 +251,8 @@ class KindCluster:
             catalogue=self.local.catalogue_file,
             catalogue_selection=self.local.catalogue_selection,
             feature_gates=tuple(self.local.feature_gates),
-            karpenter_settings=dict(self.local.settings))
+            karpenter_settings=dict(self.local.settings),
+            launch_latency_simulated=True)  # kwok in the cluster runs local mode's stages
 
     def status(self) -> Status:
         comps = {"kind": self.exists()}
@@ -407,8 +403,10 @@ class KindCluster:
             self.local.kubectl("apply", "--server-side", "-f", str(rendered))
         self.local.kubectl("-n", "kube-system", "wait", "--for=condition=Established",
                            "--timeout=60s", "crd/stages.kwok.x-k8s.io", timeout=90)
-        for stage in KWOK_STAGES:
-            self.local.kubectl("apply", "--server-side", "-f", str(module / stage))
+        # The stages local mode gives kwok (launch latency included), as Stage objects.
+        staged = self.local.run_dir / "kwok-stages.yaml"
+        staged.write_text(yaml.safe_dump_all(stages.render(module), sort_keys=False))
+        self.local.kubectl("apply", "--server-side", "-f", str(staged))
         self.local.kubectl("-n", "kube-system", "rollout", "status",
                            "deployment/kwok-controller", "--timeout=180s", timeout=200)
 
