@@ -553,6 +553,8 @@ def _workload(w: Workload) -> list[dict]:
                 **({"ephemeral-storage": w.ephemeral} if w.ephemeral else {}),
                 **({DONGLE: "1"} if w.dongle else {})}
     container: dict = {"name": "pause", "image": PAUSE_IMAGE, "resources": {"requests": requests}}
+    if w.dongle:  # an extended resource is not overcommitted: its limit is its request
+        container["resources"]["limits"] = {DONGLE: "1"}
     if w.host_port:
         container["ports"] = [{"containerPort": w.host_port, "hostPort": w.host_port}]
     pod: dict = {"terminationGracePeriodSeconds": 0, "containers": [container],
