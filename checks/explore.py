@@ -339,7 +339,7 @@ def _inputs(case: Case, rng: random.Random) -> None:
         w.sidecar_cpu = rng.choice([None] * 7 + ["250m"])
         w.overhead = rng.random() < 0.12
         w.host_port = 8000 + i if rng.random() < 0.12 else None
-        w.zone_terms = rng.choice([None] * 6 + list(ZONES))
+        w.zone_terms = rng.choice([None] * 15 + list(ZONES))
         w.pod_affinity = rng.choice([None] * 7 + ["required", "preferred"])
         if w.spread:
             w.min_domains = rng.choice([None, None, 2, 3]) \
