@@ -181,11 +181,26 @@ def test_another_tests_lines_and_an_oracle_not_applicable_decide_nothing(tmp_pat
 
 
 def test_a_slow_judgment_is_asked_less_often(tmp_path, monkeypatch):
-    src, path, clock = _source(tmp_path, _line("INFO", "x"))
+    src, path, clock = _source(tmp_path, _line("ERROR", "Reconciler error", "once"))
     ticks = iter([0.0, 1.0])  # the judgment took 1 s of the machine's time
     monkeypatch.setattr(decided.time, "monotonic", lambda: next(ticks))
-    src()
+    assert src() is None  # one error is no loop
     assert src._next == pytest.approx(10.0)
+
+
+def test_lines_that_cannot_make_a_finding_are_not_judged(tmp_path, monkeypatch):
+    """A healthy run logs INFO and DEBUG lines: the oracle is not run over them again and
+    again; an error-level line or a panic's words are judged."""
+    src, path, clock = _source(tmp_path, "".join(_line("INFO", f"computed {i}") for i in range(9)))
+    judged = []
+    monkeypatch.setattr(src, "_judge", lambda: judged.append(1))
+    for line in (_line("DEBUG", "waiting on cluster sync"), _line("INFO", "launched nodeclaim"),
+                 _line("error", "Reconciler error", "x"), "goroutine 1 [running]:\n"):
+        with open(path, "a") as fh:
+            fh.write(line)
+        clock.now += 10
+        src()
+    assert len(judged) == 2
 
 
 def test_the_check_report_says_it_stopped_early_and_why():
