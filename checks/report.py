@@ -108,7 +108,8 @@ def stopped_early(result: dict) -> list[str]:
     stop = result.get("stopped_early")
     if not stop:
         return []
-    when = [f"{stop['decided_at'] - result['started']:.0f}s into the check"]
+    when = [f"{stop['decided_at'] - stop.get('applied_at', result['started']):.0f}s after the "
+            f"{'apply' if 'applied_at' in stop else 'check began'}"]
     if stop.get("evidence_logged_at"):
         when.append(f"{stop['decided_at'] - stop['evidence_logged_at']:.0f}s after Karpenter "
                     "logged it")

@@ -277,7 +277,7 @@ class Check:
         result["passed"] = result["passed"] and not verdict.failed
         result["judged_at"] = time.time()
         if (stopped := early.to_dict()) is not None:  # the report says so, and why
-            result["stopped_early"] = stopped
+            result["stopped_early"] = dict(stopped, applied_at=t_apply)
         report.write(result, self.out_dir)  # check.json again: with the verdict and the decisions
         return result
 

@@ -207,9 +207,9 @@ def test_the_check_report_says_it_stopped_early_and_why():
     from karpenter_e2e.checks import report
     result = {"started": 100.0, "stopped_early": {
         "oracle": "karpenter-log-clean", "what": "the API server refused 3 NodeClaim create(s)",
-        "evidence": [], "decided_at": 118.0, "evidence_logged_at": 111.0}}
+        "evidence": [], "decided_at": 118.0, "evidence_logged_at": 111.0, "applied_at": 109.0}}
     line = report.stopped_early(result)[0]
-    assert line.startswith("**Stopped early**, 18s into the check, 7s after Karpenter logged it")
+    assert line.startswith("**Stopped early**, 9s after the apply, 7s after Karpenter logged it")
     assert "[karpenter-log-clean] the API server refused 3" in line
     assert report.stopped_early({"started": 1.0}) == []
 
