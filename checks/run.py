@@ -270,7 +270,9 @@ class Check:
                                 info.versions.get("karpenter", ""), [ALL_NAMESPACES],
                                 pools_selector="")
         result["karpenter_log"] = record.log_scan.summary()  # the oracle's one reading of it
-        verdict = oracles.judge(record, self.plan.expect.oracles_not_applicable)
+        # stopped early: judged by the final oracles alone (the others would judge a cut run)
+        verdict = oracles.judge(record, {**early.cut_short(),
+                                         **self.plan.expect.oracles_not_applicable})
         result["oracles"] = verdict.to_dict()
         # What Karpenter decided, as two releases' runs of this folder compare (--compare-version)
         result["decisions"] = decisions.record(record, verdict).to_dict()

@@ -232,12 +232,30 @@ def test_a_scenario_stopped_early_fails_as_the_oracle_fails_it(monkeypatch):
         stash={judging.TIMELINE: SimpleNamespace(recording=object())}, nodeid="t",
         funcargs={"cluster": cluster, "scope": SimpleNamespace(test_id="abc"),
                   "diagnose": diagnose}, iter_markers=lambda _: [])
-    stopped = SimpleNamespace(reason="the verdict is decided: panic", finding=finding)
+    asked = []
+    monkeypatch.setattr(judging.oracles, "judge", lambda rec, na: asked.append(na) or verdict)
+    early = Decided(None, 0)
+    early.finding = finding
     cause = WaitAborted("3 Running pods", "the verdict is decided: panic", 12)
     with pytest.raises(judging.OraclesFailed) as exc:
-        judging._judge(item, body_failed=True, stopped=stopped, cause=cause)
+        judging._judge(item, body_failed=True, early=early, cause=cause)
     assert str(exc.value).startswith("Karpenter broke karpenter-log-clean (oracles")
     assert "stopped early: gave up after 12s: expected 3 Running pods" in str(exc.value)
-    assert ("stopped_early", "the verdict is decided: panic") in item.user_properties
+    assert ("stopped_early", early.reason) in item.user_properties
+    # judged by the final oracle alone: the others would judge a run cut short
+    assert set(asked[-1]) == set(oracles.NAMES) - {"karpenter-log-clean"}
     # a body that failed for its own reason keeps its failure
     judging._judge(item, body_failed=True)
+    assert asked[-1] == {}
+
+
+def test_a_run_stopped_early_is_judged_by_the_final_oracles_alone():
+    """A NodeClaim stopped mid-launch read as a broken plan (plans-honest, on the
+    pod-metrics-panic mutant's scenario stopped 2 s after the first panic): the oracles that
+    need a finished run are not judged, and say why."""
+    early = Decided(None, 0)
+    assert early.cut_short() == {}
+    early.finding = oracles.Finding("karpenter-log-clean", "Karpenter panicked (1 line(s))")
+    cut = early.cut_short()
+    assert set(cut) == {o.name for o in oracles.ORACLES if not o.final} and "plans-honest" in cut
+    assert all(why.startswith("not judged: the run stopped early") for why in cut.values())
