@@ -94,11 +94,11 @@ def _without_inputs(case: explore.Case) -> None:
     case.pools = [p for p in case.pools if p.name not in ("s0", "b0")]
     case.workloads = [w for w in case.workloads if not w.job]
     case.daemons = [d for d in case.daemons if d.name != "d1"]
-    for obj, extras in [(p, explore._POOL_EXTRAS) for p in case.pools] \
-            + [(w, explore._WORKLOAD_EXTRAS) for w in case.workloads] \
-            + [(d, explore._DAEMON_EXTRAS) for d in case.daemons]:
+    for obj, extras in [(p, explore.POOL_EXTRAS) for p in case.pools] \
+            + [(w, explore.WORKLOAD_EXTRAS) for w in case.workloads] \
+            + [(d, explore.DAEMON_EXTRAS) for d in case.daemons]:
         for a in extras:
-            setattr(obj, a, explore._empty(getattr(obj, a)))
+            setattr(obj, a, explore.empty_value(getattr(obj, a)))
     for p in case.pools:
         p.more_requirements = []
     case.settings, case.overlay, case.buffer = {}, None, None
