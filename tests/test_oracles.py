@@ -712,11 +712,13 @@ def test_a_pod_launched_for_again_and_again_while_others_take_its_nodes_is_a_run
     found = _runaway(5)
     assert {f.oracle for f in found} == {"launches-progress"}
     whats = [f.what for f in found]
-    assert whats[0].startswith("5 NodeClaims launched for waiting pods that never landed")
+    assert whats[0].startswith("NodeClaims launched again and again for a waiting pod")
+    assert found[0].evidence[0].startswith("p1: 5 rounds; c1 (m5.large)")
     assert "on its node instead: d1 (DaemonSet)" in found[0].evidence[0]
     assert whats[1].startswith("the same pod put on a new NodeClaim again by more than 3 rounds")
     assert "p1: put on a new NodeClaim by 5 rounds" in found[1].evidence[0]
-    assert whats[2].startswith("NodeClaims launched for waiting pods kept becoming Ready")
+    assert whats[2].startswith("NodeClaims launched for waiting pods kept coming up, round after")
+    assert "5 rounds' NodeClaims came up for p1" in found[2].evidence[0]
 
 
 def test_a_few_launches_before_the_pod_lands_are_no_runaway():
@@ -733,3 +735,20 @@ def test_nodes_another_controller_tainted_are_no_runaway_and_karpenters_own_tain
         {"launches-progress"}
     assert {f.oracle for f in _runaway(6, taint="node.kubernetes.io/not-ready:NoSchedule")} == \
         {"launches-progress"}
+
+
+def test_one_round_is_no_runaway_though_its_pods_land_late_and_elsewhere():
+    """Seen in explore (v1.15.0, a machine at load 25): one round's 6 NodeClaims Ready within
+    3 s, kube-scheduler binding their pods 17-20 s later, one NodeClaim never getting any;
+    each NodeClaim Ready at once (two at the same instant: no order among them)."""
+    entries = []
+    names = [f"p{i}" for i in range(1, 7)]
+    for i, name in enumerate(names, 1):
+        node = f"n{i}" if i < 6 else "n1"
+        entries += [(T0 + 1, "pods", "ADDED", pod(name, T0 + 1, sched=UNSCHED)),
+                    (T0 + 3, "nodeclaims", "ADDED", claim(f"c{i}", T0 + 3, node=f"n{i}")),
+                    (T0 + 5, "nodes", "ADDED", {**_node(f"n{i}", T0 + 5, "0.1"), "ready": T0 + 5}),
+                    (T0 + 25, "pods", "MODIFIED", pod(name, T0 + 1, node=node, phase="Running"))]
+    log = round_lines(T0 + 3, ", ".join(f"ns/{n}" for n in names[:5]) + " and 1 other(s)",
+                      planned=6, to_new=6, created=tuple(f"c{i}" for i in range(1, 7)))
+    assert findings(recording(*entries, end=T0 + 60), log_text=log) == []
