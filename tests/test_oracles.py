@@ -713,8 +713,9 @@ def test_a_pod_launched_for_again_and_again_while_others_take_its_nodes_is_a_run
     assert {f.oracle for f in found} == {"launches-progress"}
     whats = [f.what for f in found]
     assert whats[0].startswith("NodeClaims launched again and again for a waiting pod")
-    assert found[0].evidence[0].startswith("p1: 5 rounds; c1 (m5.large)")
-    assert "on its node instead: d1 (DaemonSet)" in found[0].evidence[0]
+    assert found[0].evidence[0].startswith("p1, still waiting 11s after each came up: 5 rounds' "
+                                           "NodeClaims: c1 (m5.large) of the round at")
+    assert "taken by d1 (DaemonSet)" in found[0].evidence[0]
     assert whats[1].startswith("the same pod put on a new NodeClaim again by more than 3 rounds")
     assert "p1: put on a new NodeClaim by 5 rounds" in found[1].evidence[0]
     assert whats[2].startswith("NodeClaims launched for waiting pods kept coming up, round after")
