@@ -753,3 +753,16 @@ def test_one_round_is_no_runaway_though_its_pods_land_late_and_elsewhere():
     log = round_lines(T0 + 3, ", ".join(f"ns/{n}" for n in names[:5]) + " and 1 other(s)",
                       planned=6, to_new=6, created=tuple(f"c{i}" for i in range(1, 7)))
     assert findings(recording(*entries, end=T0 + 60), log_text=log) == []
+
+
+def test_a_log_without_reconcile_ids_gives_each_round_the_lines_that_follow_it():
+    log = round_lines(T0 + 3, "ns/p1, ns/p2", planned=2, created=("c1", "c2"))
+    bare = "\n".join(json.dumps({k: v for k, v in json.loads(x).items() if k != "reconcileID"})
+                     for x in log.splitlines())
+    deferred = json.dumps({"level": "DEBUG", "controller": "provisioner", "message":
+                           "deferring scheduling decision for provisionable pod(s) to future "
+                           "simulation due to limited reserved offering capacity",
+                           "Pods": "ns/p3"})
+    (r,) = oracles.rounds_logged(bare + "\n" + deferred)
+    assert (r.created, r.deferred, r.unaccounted) == (("c1", "c2"), 1, -1)
+    assert not r.placed_new("ns/p1")  # a deferred pod: the round's accounts are not whole
