@@ -611,7 +611,9 @@ def round_lines(t, pods, *, rid="r1", told=(), planned=1, to_new=None, to_existi
     """One provisioning round's lines, as provisioner.go and Results.Record log them: the
     round (ending at ``t``), the pods it told why not, its counts, the NodeClaims it created."""
     base = {"level": "INFO", "controller": "provisioner", "reconcileID": rid}
-    lines = [{**base, "time": _iso_ms(t), "message": "found provisionable pod(s)",
+    lines = [{**base, "level": "DEBUG", "time": _iso_ms(t - took),
+              "message": "computing scheduling decision for provisionable pod(s)"},
+             {**base, "time": _iso_ms(t), "message": "found provisionable pod(s)",
               "Pods": pods, "duration": f"{took * 1000:.0f}ms"}]
     lines += [{**base, "level": "ERROR", "time": _iso_ms(t), "message": "could not schedule pod",
                "error": "all available instance types exceed limits for nodepool",
@@ -656,6 +658,10 @@ def test_a_round_that_drops_pods_or_nodeclaims_it_planned_is_a_finding():
     # took 3 pods, placed 1, told none
     (silent,) = case(planned=1, to_new=1)
     assert "2 neither placed nor told" in silent.evidence[0]
+    # Karpenter at info level: pods deferred for a reserved offering are not in its log
+    info = "\n".join(x for x in round_lines(T0 + 3, "ns/p1, ns/p2, ns/p3", planned=1, to_new=1)
+                     .splitlines() if '"DEBUG"' not in x)
+    assert findings(recording(*pods, *claims, end=T0 + 60), log_text=info) == []
     assert case(planned=1, to_new=1, told=("p2", "p3")) == []
 
 
