@@ -15,7 +15,13 @@ import yaml
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import versions
 from karpenter_e2e.clusters.karpenter import podlogs
-from karpenter_e2e.clusters.kind import chart, cluster as kind_mode, docker, nodeimage
+from karpenter_e2e.clusters.kind import (
+    chart,
+    config as kind_config,
+    docker,
+    kwok as kind_kwok,
+    nodeimage,
+)
 from karpenter_e2e.clusters.kind.cluster import KindCluster
 from karpenter_e2e.clusters.local import stages
 
@@ -32,8 +38,8 @@ def cluster(tmp_path, monkeypatch) -> KindCluster:
 
 # ---- the kind config ------------------------------------------------------------------------
 def test_kind_config_registers_the_control_plane_tainted(monkeypatch):
-    monkeypatch.setattr(kind_mode, "cgroup_v1", lambda: False)
-    [node] = yaml.safe_load(kind_mode.kind_config("v1.36.3"))["nodes"]
+    monkeypatch.setattr(kind_config, "cgroup_v1", lambda: False)
+    [node] = yaml.safe_load(kind_config.kind_config("v1.36.3"))["nodes"]
     assert node["role"] == "control-plane"
     [patch] = [yaml.safe_load(p) for p in node["kubeadmConfigPatches"]]
     assert patch["kind"] == "InitConfiguration"
@@ -44,17 +50,17 @@ def test_kind_config_registers_the_control_plane_tainted(monkeypatch):
 
 
 def test_kind_config_lets_kubelet_run_on_cgroup_v1_only_there(monkeypatch):
-    monkeypatch.setattr(kind_mode, "cgroup_v1", lambda: True)
-    [node] = yaml.safe_load(kind_mode.kind_config("v1.36.3"))["nodes"]
+    monkeypatch.setattr(kind_config, "cgroup_v1", lambda: True)
+    [node] = yaml.safe_load(kind_config.kind_config("v1.36.3"))["nodes"]
     kubelet = [yaml.safe_load(p) for p in node["kubeadmConfigPatches"]][1]
     assert kubelet == {"kind": "KubeletConfiguration", "failCgroupV1": False}
     # Kubernetes before 1.31 has no such field (and does not refuse v1)
-    [node] = yaml.safe_load(kind_mode.kind_config("v1.30.14"))["nodes"]
+    [node] = yaml.safe_load(kind_config.kind_config("v1.30.14"))["nodes"]
     assert len(node["kubeadmConfigPatches"]) == 1
 
 
 def test_kwok_is_installed_from_its_own_manifests_kept_off_its_nodes():
-    kustomization = kind_mode.kwok_kustomization("kwok-kustomize")
+    kustomization = kind_kwok.kwok_kustomization("kwok-kustomize")
     assert kustomization["resources"] == ["kwok-kustomize/kwok"]
     assert kustomization["images"] == [{"name": "registry.k8s.io/kwok/kwok",
                                         "newTag": versions.KWOK}]
