@@ -137,9 +137,13 @@ def test_daemonset_pods_are_not_the_provisioners_to_answer():
 
 
 # ---- daemons fit -------------------------------------------------------------------------------
-def _daemon_case(ds_created, pending_for, planned=None, bound=0):
+def _daemon_case(ds_created, pending_for, planned=None, bound=0, nominated=0, elsewhere=0,
+                 late_daemon=False):
     """A daemon pending ``pending_for`` on n1, whose NodeClaim Karpenter planned for
-    ``planned`` pods (daemons included), while ``bound`` other pods were bound there."""
+    ``planned`` pods (daemons included), while ``bound`` other pods were bound there: the
+    first ``nominated`` of them named c1 in Karpenter's Nominated event, the next
+    ``elsewhere`` another NodeClaim. ``late_daemon``: one of the bound pods is a daemon
+    whose DaemonSet came after the NodeClaim."""
     node = "n1"
     insufficient = ("False", "Unschedulable", "0/5 nodes are available: 1 Insufficient memory.")
     c1 = claim("c1", T0 + 2, node=node)
@@ -147,8 +151,16 @@ def _daemon_case(ds_created, pending_for, planned=None, bound=0):
         c1["requests"] = {"cpu": "1500m", "pods": str(planned)}
     others = [(T0 + 4, "pods", "ADDED", pod(f"w{i}", T0 + 3, node=node, phase="Running"))
               for i in range(bound)]
+    if late_daemon:
+        others[-1] = (T0 + 4, "pods", "ADDED", pod("late", T0 + 3, node=node, phase="Running",
+                                                   owner="DaemonSet", owner_name="late",
+                                                   target=node))
+    said = [(T0 + 2, "events", "ADDED", event("Nominated", "Pod", f"w{i}", T0 + 2,
+                                              "Pod should schedule on: nodeclaim/"
+                                              + ("c1" if i < nominated else "c2")))
+            for i in range(nominated + elsewhere)]
     rec = recording(
-        (T0 + 2, "nodeclaims", "ADDED", c1), *others,
+        (T0 + 2, "nodeclaims", "ADDED", c1), *said, *others,
         (T0 + 3, "nodes", "ADDED", {"name": node, "created": int(T0 + 3), "deleting": None,
                                     "instance_type": "m5.large", "capacity_type": "on-demand",
                                     "ready": int(T0 + 4), "price": "0.096"}),
@@ -157,8 +169,9 @@ def _daemon_case(ds_created, pending_for, planned=None, bound=0):
         (T0 + 5 + pending_for, "pods", "MODIFIED", pod("d1", T0 + 5, node=node,
                                                        owner="DaemonSet", owner_name="logs",
                                                        target=node, phase="Running")))
-    ds = {"metadata": {"name": "logs", "creationTimestamp": _iso(ds_created)}}
-    return findings(rec, daemonsets=[ds])
+    ds = [{"metadata": {"name": "logs", "creationTimestamp": _iso(ds_created)}},
+          {"metadata": {"name": "late", "creationTimestamp": _iso(T0 + 30)}}]
+    return findings(rec, daemonsets=ds)
 
 
 def _iso(t):
@@ -172,12 +185,36 @@ def test_a_daemon_pending_for_room_on_a_node_karpenter_sized_is_a_finding():
     assert _daemon_case(T0 + 30, DAEMON_RETRY_S + 5) == []  # came after the node was sized
 
 
-
 def test_a_daemon_whose_room_kube_scheduler_gave_to_another_pod_is_not_karpenters_failure():
     """Karpenter planned the node for 4 pods and the daemon; kube-scheduler bound 5 pods there
     (one Karpenter had nominated elsewhere): the plan held the daemon, the binding did not."""
     assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=5, bound=5) == []
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=5, bound=5, nominated=4,
+                        elsewhere=1) == []
     assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=5, bound=4) == ["daemons-fit"]
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=5, bound=4, nominated=4) == ["daemons-fit"]
+
+
+def test_a_plan_that_left_the_daemon_out_is_never_overfilled():
+    """The excuse must not swallow the failure the oracle is for (issue 51, mutant
+    daemonset-overhead-ignored): a NodeClaim planned for its pods alone holds them and the
+    daemon finds no room. The daemon waiting is not a pod the node held; the pods Karpenter
+    nominated there and the daemon are more than it planned: Karpenter's failure."""
+    # one pod planned, its own; the daemon left out of requests.pods
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=1, bound=1, nominated=1) == ["daemons-fit"]
+    # Nominated events lost (rate-limited): a new NodeClaim still holds at least one pod
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=1, bound=1) == ["daemons-fit"]
+    # three pods nominated there, planned for three: no room for the daemon was kept
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=3, bound=3, nominated=3) == ["daemons-fit"]
+    # the same plan with the daemon counted (4), kube-scheduler binding a 4th pod: overfilled
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=4, bound=4, nominated=3, elsewhere=1) == []
+
+
+def test_a_daemon_that_came_after_the_nodeclaim_takes_room_karpenter_did_not_plan():
+    """A later DaemonSet's pod bound on the node counts as a pod the plan did not hold."""
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=3, bound=3, nominated=2,
+                        late_daemon=True) == []
+    assert _daemon_case(T0, DAEMON_RETRY_S + 5, planned=3, bound=2, nominated=2) == ["daemons-fit"]
 
 
 # ---- Karpenter's log ---------------------------------------------------------------------------
