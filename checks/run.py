@@ -261,7 +261,8 @@ class Check:
         log_text = _read_from(info.karpenter_log, offset)
         record = oracles.gather(self.kube, timeline.recording, observe.NODEPOOL_LABEL, log_text,
                                 info.versions.get("karpenter", ""), [ALL_NAMESPACES],
-                                pools_selector="")
+                                pools_selector="",
+                                karpenter_settings=oracles.known_settings(info))
         result["karpenter_log"] = record.log_scan.summary()  # the oracle's one reading of it
         verdict = oracles.judge(record, self.plan.expect.oracles_not_applicable)
         result["oracles"] = verdict.to_dict()

@@ -47,6 +47,10 @@ REPORTS = ROOT / "reports"
 CONTROL = "control"
 BARE = "-no-oracles"  # an oracle mutant's second run, with the oracles off
 GENERIC = "-asserts-off"  # a generic: mutant's second run, the scenarios' own asserts set aside
+# The generic run: the scenarios' asserts set aside, and the cluster watched until it settles
+# after the body (as the nightly does), so that what a body cut short by its failed assert
+# would have waited for (a drain, a replacement) has happened when the oracles judge.
+GENERIC_OPTIONS = (f"{plugin_flag('asserts')}=off", f"{plugin_flag('settle')}=all")
 # How long one child run may take: its cluster, its scenarios and their teardown.
 CHILD_DEADLINE_S = 1500
 # The control runs in parts of at most this many seconds of measured scenario time
@@ -363,8 +367,8 @@ class Matrix:
                     if m.generic:  # the same mutant judged by the oracles alone
                         loose = self.loose.setdefault(m.name, Row(f"{m.name}{GENERIC}",
                                                                   claimed=list(m.scenarios)))
-                        futures.append(pool.submit(
-                            self.run_one, loose, m, (*m.setup, f"{plugin_flag('asserts')}=off")))
+                        futures.append(pool.submit(self.run_one, loose, m, (*m.setup,
+                                                                            *GENERIC_OPTIONS)))
             for f in futures:
                 f.result()
         except BaseException:
