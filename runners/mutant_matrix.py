@@ -160,21 +160,27 @@ def broke(message: str) -> list[str]:
 
 
 def verdict(row: Row, control: Row, expect: str = "killed", oracle: str = "",
-            bare: Row | None = None, generic: str = "", loose: Row | None = None) -> str:
+            bare: Row | None = None, generic: str = "", loose: Row | None = None,
+            loose_control: Row | None = None) -> str:
     """killed: every claimed scenario failed the way the mutant expects (an assertion, or for
     a stopped Karpenter an abort); partial: some did; survived: none did. A scenario the
     unmutated build also fails proves nothing: inconclusive. An oracle's mutant is killed only
     by that oracle: each scenario fails naming it, and passes in the run with the oracles off
     (``bare``); one its scenarios' own asserts catch proves nothing of the oracle. A generic
     mutant is killed only when, beside that, each scenario also fails naming the ``generic``
-    oracle in the run with its own asserts set aside (``loose``)."""
+    oracle in the run with its own asserts set aside (``loose``), which the unmutated build
+    passes in the same mode (``loose_control``)."""
     if row.error or (bare is not None and bare.error) or (loose is not None and loose.error):
         return "invalid"
     if generic and loose is not None:
         for s in row.claimed:
             alone = loose.cells.get(s, Cell("not run"))
-            if row.cells[s].status == "killed" and (alone.status != "killed"
-                                                    or generic not in broke(alone.message)):
+            same_mode = (loose_control or control).cells.get(s, Cell("not run"))
+            if same_mode.status != "survived":
+                row.cells[s] = Cell("inconclusive", f"the control with the asserts off did not "
+                                                    f"pass {s}: {same_mode.message}")
+            elif row.cells[s].status == "killed" and (alone.status != "killed"
+                                                      or generic not in broke(alone.message)):
                 row.cells[s] = Cell(f"not by {generic} alone",
                                     f"with its own asserts off: {alone.status}: {alone.message}",
                                     alone.where)
@@ -216,10 +222,13 @@ class Matrix:
         # control upgrades too): the unmutated build, on the union of the scenarios.
         self.controls: dict[tuple[str, ...], Row] = {}
         for m in selected:
-            name = CONTROL if not m.setup else f"{CONTROL}-{len(self.controls)}"
-            ctl = self.controls.setdefault(m.setup, Row(name, "the unmutated build: "
-                                                        + (" ".join(m.setup) or "plain"), "control"))
-            ctl.claimed = sorted({*ctl.claimed, *m.scenarios})
+            # a generic mutant's run with the asserts off has its own control, in that mode
+            for setup in (m.setup, *([(*m.setup, *GENERIC_OPTIONS)] if m.generic else [])):
+                name = CONTROL if not setup else f"{CONTROL}-{len(self.controls)}"
+                ctl = self.controls.setdefault(setup, Row(name, "the unmutated build: "
+                                                          + (" ".join(setup) or "plain"),
+                                                          "control"))
+                ctl.claimed = sorted({*ctl.claimed, *m.scenarios})
         seconds = measured_seconds()
         # Each control runs as parts (clusters of their own) whose results add up in its row.
         self.control_parts: list[tuple[tuple[str, ...], Row, str, list[str]]] = []
@@ -382,7 +391,8 @@ class Matrix:
         for m in self.mutants:
             row = self.rows[m.name]
             row.status = verdict(row, self.controls[m.setup], m.expect, m.oracle,
-                                 self.bare.get(m.name), m.generic, self.loose.get(m.name))
+                                 self.bare.get(m.name), m.generic, self.loose.get(m.name),
+                                 self.controls.get((*m.setup, *GENERIC_OPTIONS)))
         for ctl in self.controls.values():
             ctl.status = "passed" if all(c.status == "survived" for c in ctl.cells.values()) \
                 else "failed"

@@ -140,6 +140,12 @@ def test_a_generic_mutant_is_killed_only_when_its_oracle_fails_it_with_the_asser
     assert case("killed", by_other) == "survived"
     assert case("survived", "") == "survived"  # its asserts alone caught it
     assert case("killed", "[teardown] LeakedNodes: n1") == "survived"
+    # the unmutated build must pass the scenario with the asserts off too
+    failing = Row("control-1", claimed=["a"], cells={"a": Cell("killed", by_it)})
+    row = Row("m", claimed=["a"], cells={"a": Cell("killed", "AssertionError: x")})
+    loose = Row("m-asserts-off", claimed=["a"], cells={"a": Cell("killed", by_it)})
+    assert verdict(row, control, generic="daemons-fit", loose=loose,
+                   loose_control=failing) == "inconclusive"
     errored = Row("m-asserts-off", claimed=["a"], error="does not build")
     assert verdict(Row("m", claimed=["a"], cells={"a": Cell("killed")}), control,
                    generic="daemons-fit", loose=errored) == "invalid"
