@@ -413,6 +413,12 @@ def test_a_nodeclaim_planned_for_a_resource_its_type_lacks_holds_more_than_it_ha
     assert case({"cpu": "1930m", "memory": "3Gi"}) == ["plans-honest"]
     assert case({"cpu": "1930m", "nvidia.com/gpu": "1"}) == []
     assert case({}) == []  # not launched yet: nothing to compare
+    # gone before the run is judged (consolidated in the settle window): the recording holds it
+    gone = claim("c2", T0 + 1)
+    gone.update(requests={"cpu": "1", "nvidia.com/gpu": "1"},
+                allocatable={"cpu": "1900m", "memory": "4086Mi", "pods": "110"})
+    assert findings(recording((T0 + 1, "nodeclaims", "ADDED", gone),
+                              (T0 + 50, "nodeclaims", "DELETED", gone))) == ["plans-honest"]
 
 
 def test_pods_pending_together_planned_in_two_rounds_are_a_finding():
