@@ -262,7 +262,8 @@ class Check:
         record = oracles.gather(self.kube, timeline.recording, observe.NODEPOOL_LABEL, log_text,
                                 info.versions.get("karpenter", ""), [ALL_NAMESPACES],
                                 pools_selector="",
-                                karpenter_settings=oracles.known_settings(info))
+                                karpenter_settings=oracles.known_settings(info),
+                                type_resources=oracles.catalogue_of(info))
         result["karpenter_log"] = record.log_scan.summary()  # the oracle's one reading of it
         verdict = oracles.judge(record, self.plan.expect.oracles_not_applicable)
         result["oracles"] = verdict.to_dict()

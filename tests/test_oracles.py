@@ -419,6 +419,18 @@ def test_a_nodeclaim_planned_for_a_resource_its_type_lacks_holds_more_than_it_ha
                 allocatable={"cpu": "1900m", "memory": "4086Mi", "pods": "110"})
     assert findings(recording((T0 + 1, "nodeclaims", "ADDED", gone),
                               (T0 + 50, "nodeclaims", "DELETED", gone))) == ["plans-honest"]
+    # Karpenter's KWOK provider lists what a NodeClaim asked among its allocatable: the
+    # catalogue says what the type has
+    kwok = claim("c3", T0 + 1, itype="c5.large")
+    kwok.update(requests={"cpu": "1", "nvidia.com/gpu": "1"},
+                allocatable={"cpu": "1900m", "nvidia.com/gpu": "1"})
+    catalogue = {"c5.large": {"cpu": "2", "memory": "4096Mi", "pods": "110"},
+                 "g4dn.xlarge": {"cpu": "4", "nvidia.com/gpu": "1"}}
+    assert findings(recording((T0 + 1, "nodeclaims", "ADDED", kwok)),
+                    type_resources=catalogue) == ["plans-honest"]
+    kwok.update(instance_type="g4dn.xlarge")
+    assert findings(recording((T0 + 1, "nodeclaims", "ADDED", kwok)),
+                    type_resources=catalogue) == []
 
 
 def test_pods_pending_together_planned_in_two_rounds_are_a_finding():
