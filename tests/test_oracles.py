@@ -428,6 +428,9 @@ def test_a_nodeclaim_planned_for_a_resource_its_type_lacks_holds_more_than_it_ha
                  "g4dn.xlarge": {"cpu": "4", "nvidia.com/gpu": "1"}}
     assert findings(recording((T0 + 1, "nodeclaims", "ADDED", kwok)),
                     type_resources=catalogue) == ["plans-honest"]
+    overlay = {"metadata": {"name": "dongles"}, "spec": {"capacity": {"nvidia.com/gpu": "1"}}}
+    assert findings(recording((T0 + 1, "nodeclaims", "ADDED", kwok)), type_resources=catalogue,
+                    overlays=[overlay]) == []  # a NodeOverlay gives the type the resource
     kwok.update(instance_type="g4dn.xlarge")
     assert findings(recording((T0 + 1, "nodeclaims", "ADDED", kwok)),
                     type_resources=catalogue) == []
