@@ -268,7 +268,9 @@ class Check:
         log_text = _read_from(info.karpenter_log, offset)
         record = oracles.gather(self.kube, timeline.recording, observe.NODEPOOL_LABEL, log_text,
                                 info.versions.get("karpenter", ""), [ALL_NAMESPACES],
-                                pools_selector="")
+                                pools_selector="",
+                                karpenter_settings=oracles.known_settings(info),
+                                type_resources=oracles.catalogue_of(info))
         result["karpenter_log"] = record.log_scan.summary()  # the oracle's one reading of it
         # stopped early: judged by the final oracles alone (the others would judge a cut run)
         verdict = oracles.judge(record, {**early.cut_short(),

@@ -225,7 +225,8 @@ def test_a_scenario_stopped_early_fails_as_the_oracle_fails_it(monkeypatch):
     monkeypatch.setattr(judging.oracles, "judge", lambda *a, **k: verdict)
     monkeypatch.setattr(judging.allure, "attach", lambda *a, **k: None)
     cluster = SimpleNamespace(kube=None, karpenter_log_since=lambda *a, **k: "",
-                              info=SimpleNamespace(versions={}))
+                              info=SimpleNamespace(versions={}, mode="local", karpenter_settings={},
+                                                   catalogue=None))
     diagnose = SimpleNamespace(holder={})
     item = SimpleNamespace(
         config=SimpleNamespace(getoption=lambda _: "on"), user_properties=[],
