@@ -905,6 +905,35 @@ def test_noise_a_race_explains_counts_once_it_outlasts_the_race():
     assert findings(recording(), log_text=refused) == []
 
 
+def test_a_pool_ignored_as_not_ready_is_noise_only_while_it_was_not_ready():
+    """Karpenter logs "ignoring nodepool, not ready" (ERROR) in every round while a pool's
+    Ready condition is not True: honest before the pool turns Ready (a loaded machine logs it
+    round after round), an error loop once the watch saw it Ready (a provisioner that ignores
+    a Ready pool)."""
+    pool = f"default-{TID}"
+
+    def lines(times):
+        return "\n".join(_line("ERROR", "ignoring nodepool, not ready", None,
+                               controller="provisioner", reconcileID=f"r{i}",
+                               NodePool={"name": pool}, time=_iso_ms(T0 + t))
+                         for i, t in enumerate(times))
+
+    def pools(ready_at):
+        item = {"name": pool, "created": int(T0), "deleting": None, "budgets": []}
+        return [(T0, "nodepools", "ADDED", {**item, "ready": None}),
+                (ready_at + 0.4, "nodepools", "MODIFIED", {**item, "ready": ready_at})]
+
+    early = [1, 2, 3, 4, 5, 6, 7, 8]  # rounds a second apart until the pool is Ready at T0+9
+    assert findings(recording(*pools(T0 + 9)), log_text=lines(early)) == []
+    # the same lines after the pool turned Ready (past the cache's lag): a loop
+    late = [12, 13, 14, 15]
+    assert findings(recording(*pools(T0 + 9)), log_text=lines(early + late)) == [
+        "karpenter-log-clean"]
+    # no watch of the pools (a diagnosis of the log alone): a race's bound
+    assert findings(recording(), log_text=lines([0, 0.5, 1])) == []
+    assert findings(recording(), log_text=lines(early + late)) == ["karpenter-log-clean"]
+
+
 def test_judgments_open_when_the_body_ends_are_waited_for_up_to_their_bounds():
     waiting = pod("p1", T0 + 10, sched=UNSCHED)
     rec = recording((T0 + 10, "pods", "ADDED", waiting), end=T0 + 15)

@@ -23,6 +23,10 @@ class Noise:
     # (clock.NOISE_RACE_S from the first line of an episode); lines later than that are a
     # loop and count. False: noise by nature, as long as it lasts.
     race: bool = True
+    # Noise only while the NodePool the line names is not Ready, as the run's watch saw it
+    # (with the cache lag STATE_LAG_S): a line about a Ready pool counts. Where no watch
+    # recorded the pools (a diagnosis of the log alone) it is read as a race's noise.
+    while_pool_unready: bool = False
 
     def applies(self, release: str) -> bool:
         if not versions.is_release(release):
@@ -49,6 +53,15 @@ NOISE: tuple[Noise, ...] = (
           "found\"); with no ready pool there is nothing to disrupt. A race: lines that go on "
           "past it are a disruption controller that finds no pool in a loop",
           name="no-nodepools-found"),
+    Noise(r"^provisioner: ignoring nodepool, not ready", "", "",
+          "every provisioning round logs this at ERROR (with a nil error) for each NodePool "
+          "whose Ready condition is not True, and leaves the pool out of the round "
+          "(provisioning/provisioner.go GetNodePools; in every source read here, v1.5.5 to "
+          "v1.15.0). A pool is not Ready until its NodeClass is, a moment after it is created: "
+          "a scenario's pods pending meanwhile trigger a round a second, so a loaded machine "
+          "logs it several times. Noise only while the watch saw the pool not Ready: lines "
+          "about a Ready pool are a provisioner that ignores it",
+          name="nodepool-not-ready", while_pool_unready=True),
     # Found by the upgrade gate (docs/findings.md: "Karpenter logs errors for NodePools its
     # NodeOverlay controller has not evaluated yet"): reported there as a finding, listed here
     # because no decision depends on it.
