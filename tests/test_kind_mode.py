@@ -271,3 +271,51 @@ def test_lines_are_appended_whole(tmp_path):
     follower.write(b'{"level":"INFO"}')
     follower.write(b'{"level":"ERROR"}\n')
     assert (tmp_path / "k.log").read_text() == '{"level":"INFO"}\n{"level":"ERROR"}\n'
+
+
+def test_a_karpenter_pod_not_running_is_described_from_the_cluster_s_own_objects():
+    """What the verdict says when an in-cluster Karpenter is gone: its Deployment's ready
+    replicas, each pod's state (deleted, restarting and why) and their recent events; None
+    where no Deployment is found (local and aws-sim run it as a process)."""
+    from datetime import UTC, datetime
+
+    from kubernetes.client import models as m
+
+    from karpenter_e2e.clusters.karpenter import incluster
+
+    at = datetime(2026, 12, 7, 4, 5, 6, tzinfo=UTC)
+    deployment = m.V1Deployment(
+        metadata=m.V1ObjectMeta(name="karpenter", namespace="kube-system", generation=1),
+        spec=m.V1DeploymentSpec(replicas=1, selector=m.V1LabelSelector(),
+                                template=m.V1PodTemplateSpec(spec=m.V1PodSpec(
+                                    containers=[m.V1Container(name="controller",
+                                                              image="karpenter:v1.15.0")]))),
+        status=m.V1DeploymentStatus(ready_replicas=0, observed_generation=1))
+    pod = m.V1Pod(
+        metadata=m.V1ObjectMeta(name="karpenter-abc-1", creation_timestamp=at,
+                                deletion_timestamp=at),
+        status=m.V1PodStatus(container_statuses=[m.V1ContainerStatus(
+            name="controller", image="x", image_id="", ready=False, restart_count=2,
+            last_state=m.V1ContainerState(terminated=m.V1ContainerStateTerminated(
+                exit_code=137, reason="OOMKilled")),
+            state=m.V1ContainerState(waiting=m.V1ContainerStateWaiting(
+                reason="CrashLoopBackOff")))]))
+    event = m.CoreV1Event(metadata=m.V1ObjectMeta(name="e"), reason="Killing",
+                          message="Stopping container controller", last_timestamp=at,
+                          involved_object=m.V1ObjectReference(kind="Pod",
+                                                              name="karpenter-abc-1"))
+    found = {"kube-system": [deployment], "karpenter": []}
+    kube = SimpleNamespace(
+        timeout=5,
+        apps=SimpleNamespace(list_namespaced_deployment=lambda ns, **_: SimpleNamespace(
+            items=found[ns])),
+        pods=lambda ns, selector: [pod] if ns == "kube-system" else [],
+        events_in=lambda ns, selector: [event])
+    said = incluster.absence(kube)
+    assert said is not None
+    assert said.startswith("its Deployment kube-system/karpenter has 0/1 replica(s) ready")
+    assert ("pod karpenter-abc-1: created 04:05:06, being deleted since 04:05:06, not ready, "
+            "2 restart(s), last exit OOMKilled (137), waiting: CrashLoopBackOff") in said
+    assert said.endswith("04:05:06 karpenter-abc-1 Killing: Stopping container controller")
+    found["kube-system"] = []
+    assert incluster.absence(kube) is None
