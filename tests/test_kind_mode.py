@@ -319,3 +319,19 @@ def test_a_karpenter_pod_not_running_is_described_from_the_cluster_s_own_objects
     assert said.endswith("04:05:06 karpenter-abc-1 Killing: Stopping container controller")
     found["kube-system"] = []
     assert incluster.absence(kube) is None
+
+
+def test_a_failed_kind_create_says_why_not_the_stack():
+    out = ("Creating cluster \"x\" ...\nERROR: failed to create cluster: failed to init node with "
+           "kubeadm: command \"docker exec --privileged x-control-plane kubeadm init\" failed\n"
+           "[wait-control-plane] Waiting for the kubelet to boot up the control plane\n"
+           "error execution phase wait-control-plane: could not initialize a Kubernetes cluster\n"
+           "k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/workflow.(*Runner).Run\n"
+           "\t/root/go/pkg/mod/k8s.io/kubernetes@v1.36.3/cmd/kubeadm/app/cmd/phases/workflow/"
+           "runner.go:234\n")
+    from karpenter_e2e.clusters.kind import cluster as kind_mode
+
+    said = kind_mode._cause(out)
+    assert said.splitlines()[0].startswith("ERROR: failed to create cluster")
+    assert "error execution phase wait-control-plane" in said and "runner.go" not in said
+    assert kind_mode._cause("just a stack\n\tat x") == "just a stack\n\tat x"

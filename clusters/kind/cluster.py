@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -275,8 +276,8 @@ class KindCluster:
                          "--wait", KIND_WAIT, "--retain", timeout=CREATE_TIMEOUT_S)
         (local.logs_dir / "kind-create.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
-            raise ClusterError("kind could not create the cluster:\n"
-                               + "\n".join(proc.stderr.strip().splitlines()[-20:])
+            raise ClusterError("kind could not create the cluster:\n" + _cause(proc.stderr)
+                               + f"\n(all of kind's output: {local.logs_dir / 'kind-create.log'})"
                                + self._node_diagnosis())
         log.warning("kind create cluster %r: %.0fs", self.name, time.monotonic() - step)
         server = json.loads(local.kubectl("version", "-o", "json"))["serverVersion"]["gitVersion"]
@@ -492,3 +493,14 @@ class KindCluster:
                         shutil.rmtree(item) if item.is_dir() else item.unlink()
             log.warning("kind cluster %r is down; logs kept in %s", self.name, local.logs_dir)
 
+
+# What says why in kind's output: its own ERROR line, kubeadm's failed phase and its reasons
+# (the Go stack kubeadm prints after them says nothing a user can act on).
+_WHY = re.compile(r"^ERROR: |error execution phase|timed out|deadline exceeded|"
+                  r"connection refused|unhealthy|failed", re.I)
+
+
+def _cause(output: str) -> str:
+    lines = output.strip().splitlines()
+    why = [ln[:400] for ln in lines if _WHY.search(ln) and not ln.startswith("\t")]
+    return "\n".join(why[:12] or lines[-20:])
