@@ -11,6 +11,9 @@ that stopped) and the control passes it.
 
 Writes ``reports/mutants/matrix.{json,md}`` (the Markdown: rendering/mutant_matrix.py) and
 one Allure result per mutant.
+
+Long because one Matrix schedules the builds, the controls and the runs and reads their
+verdicts; the verdict rules (Cell, Row, classify, verdict) are the seam for the next split.
 """
 
 from __future__ import annotations

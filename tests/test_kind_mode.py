@@ -329,9 +329,9 @@ def test_a_failed_kind_create_says_why_not_the_stack():
            "k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/workflow.(*Runner).Run\n"
            "\t/root/go/pkg/mod/k8s.io/kubernetes@v1.36.3/cmd/kubeadm/app/cmd/phases/workflow/"
            "runner.go:234\n")
-    from karpenter_e2e.clusters.kind import cluster as kind_mode
+    from karpenter_e2e.clusters.kind.diagnosis import create_failure
 
-    said = kind_mode._cause(out)
+    said = create_failure(out)
     assert said.splitlines()[0].startswith("ERROR: failed to create cluster")
     assert "error execution phase wait-control-plane" in said and "runner.go" not in said
-    assert kind_mode._cause("just a stack\n\tat x") == "just a stack\n\tat x"
+    assert create_failure("just a stack\n\tat x") == "just a stack\n\tat x"

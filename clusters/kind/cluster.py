@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -35,6 +34,7 @@ from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.karpenter import compat, incluster, settings as ksettings
 from karpenter_e2e.clusters.kind import chart, docker, images, kwok, nodeimage, upgrade
 from karpenter_e2e.clusters.kind.config import CRITICAL_ADDONS_ONLY, kind_config
+from karpenter_e2e.clusters.kind.diagnosis import create_failure
 from karpenter_e2e.clusters.local.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
@@ -276,7 +276,7 @@ class KindCluster:
                          "--wait", KIND_WAIT, "--retain", timeout=CREATE_TIMEOUT_S)
         (local.logs_dir / "kind-create.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
-            raise ClusterError("kind could not create the cluster:\n" + _cause(proc.stderr)
+            raise ClusterError("kind could not create the cluster:\n" + create_failure(proc.stderr)
                                + f"\n(all of kind's output: {local.logs_dir / 'kind-create.log'})"
                                + self._node_diagnosis())
         log.warning("kind create cluster %r: %.0fs", self.name, time.monotonic() - step)
@@ -493,14 +493,3 @@ class KindCluster:
                         shutil.rmtree(item) if item.is_dir() else item.unlink()
             log.warning("kind cluster %r is down; logs kept in %s", self.name, local.logs_dir)
 
-
-# What says why in kind's output: its own ERROR line, kubeadm's failed phase and its reasons
-# (the Go stack kubeadm prints after them says nothing a user can act on).
-_WHY = re.compile(r"^ERROR: |error execution phase|timed out|deadline exceeded|"
-                  r"connection refused|unhealthy|failed", re.I)
-
-
-def _cause(output: str) -> str:
-    lines = output.strip().splitlines()
-    why = [ln[:400] for ln in lines if _WHY.search(ln) and not ln.startswith("\t")]
-    return "\n".join(why[:12] or lines[-20:])
