@@ -230,7 +230,8 @@ class Check:
         # below stop then, not at their timeout (fixtures/decided.py).
         early = decided.Decided(info.karpenter_log, offset, timeline.test_id,
                                 info.versions.get("karpenter", ""),
-                                self.plan.expect.oracles_not_applicable)
+                                self.plan.expect.oracles_not_applicable,
+                                recording=timeline.recording)
         try:
             with until_decided(early):
                 settler.scaled_out(self.workloads(mapped))

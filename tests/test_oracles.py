@@ -918,10 +918,10 @@ def test_a_pool_ignored_as_not_ready_is_noise_only_while_it_was_not_ready():
                                NodePool={"name": pool}, time=_iso_ms(T0 + t))
                          for i, t in enumerate(times))
 
-    def pools(ready_at):
+    def pools(ready_at, seen_after=0.4):
         item = {"name": pool, "created": int(T0), "deleting": None, "budgets": []}
         return [(T0, "nodepools", "ADDED", {**item, "ready": None}),
-                (ready_at + 0.4, "nodepools", "MODIFIED", {**item, "ready": ready_at})]
+                (ready_at + seen_after, "nodepools", "MODIFIED", {**item, "ready": ready_at})]
 
     early = [1, 2, 3, 4, 5, 6, 7, 8]  # rounds a second apart until the pool is Ready at T0+9
     assert findings(recording(*pools(T0 + 9)), log_text=lines(early)) == []
@@ -929,6 +929,10 @@ def test_a_pool_ignored_as_not_ready_is_noise_only_while_it_was_not_ready():
     late = [12, 13, 14, 15]
     assert findings(recording(*pools(T0 + 9)), log_text=lines(early + late)) == [
         "karpenter-log-clean"]
+    # a loaded machine: the watch saw the transition 3.5 s late, and so did Karpenter's cache
+    # (seen: lines 2.2 s after the transition, at load 28)
+    assert findings(recording(*pools(T0 + 9, seen_after=3.5)),
+                    log_text=lines(early + [11.2, 11.5, 12])) == []
     # no watch of the pools (a diagnosis of the log alone): a race's bound
     assert findings(recording(), log_text=lines([0, 0.5, 1])) == []
     assert findings(recording(), log_text=lines(early + late)) == ["karpenter-log-clean"]
