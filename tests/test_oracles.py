@@ -905,6 +905,15 @@ def test_noise_a_race_explains_counts_once_it_outlasts_the_race():
     assert findings(recording(), log_text=refused) == []
 
 
+def test_a_line_naming_a_list_of_pools_names_each():
+    """A controller of every pool (cloudprovider.metrics) names them as a list: the line is
+    about those pools, not cluster-wide."""
+    line = _line("ERROR", "Reconciler error", "no subnets found", controller="cloudprovider.metrics",
+                 NodePools=[{"name": "default-xyz"}, {"name": f"default-{TID}"}])
+    (parsed,) = oracles.parse_log(line)
+    assert parsed.names == ("default-xyz", f"default-{TID}")
+
+
 def test_a_pool_ignored_as_not_ready_is_noise_only_while_it_was_not_ready():
     """Karpenter logs "ignoring nodepool, not ready" (ERROR) in every round while a pool's
     Ready condition is not True: honest before the pool turns Ready (a loaded machine logs it
