@@ -335,3 +335,24 @@ def test_a_failed_kind_create_says_why_not_the_stack():
     assert said.splitlines()[0].startswith("ERROR: failed to create cluster")
     assert "error execution phase wait-control-plane" in said and "runner.go" not in said
     assert create_failure("just a stack\n\tat x") == "just a stack\n\tat x"
+
+
+def test_docker_gone_mid_run_is_the_error_the_guard_and_down_raise(monkeypatch, tmp_path):
+    """The node is a Docker container: when Docker stops, asking the API fails, and the
+    guard says why (not a connection error) and how to remove what is left once Docker is
+    back; down() says the same instead of failing on `kind delete`."""
+    monkeypatch.setenv("KARPENTER_E2E_CACHE", str(tmp_path))
+    cluster = KindCluster("gone")
+
+    def refused():
+        raise ConnectionRefusedError("connect: connection refused")
+
+    monkeypatch.setattr(cluster, "_karpenter", lambda: SimpleNamespace(running=refused))
+    monkeypatch.setattr(docker, "answers", lambda: (False, DOCKER_DOWN))
+    with pytest.raises(ClusterError, match=r"Docker does not answer .* kind cluster 'gone''s "
+                                           r"node is one of its containers") as exc:
+        cluster.karpenter_running()
+    assert "make sweep SWEEP_ARGS=--kind MAX_AGE=0s" in str(exc.value)
+    assert "container gone-control-plane" in str(exc.value)
+    with pytest.raises(ClusterError, match="so it could not be deleted"):
+        cluster.down()
