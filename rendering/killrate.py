@@ -28,7 +28,9 @@ def markdown(result: dict) -> str:
     lines = [f"# Kill rate of the generic verdict: {title}", "",
              f"Karpenter {result.get('version') or '?'}{sample}{shard}; workloads: "
              f"{', '.join(result.get('workloads') or [])}; {result.get('controls_per_workload')} "
-             f"control run(s) per workload; {result.get('wall_s', 0) / 60:.1f} min. Only the "
+             f"control run(s) per workload; {result.get('wall_s', 0) / 60:.1f} min"
+             + (f" (the wall times of {result['shards']} parts, added)"
+                if (result.get("shards") or 1) > 1 else "") + ". Only the "
              "oracles and the differential judge (no scenario asserts, no expectations): a mutant "
              "is killed on a workload when an oracle fails on it and on none of the control's "
              "runs, or a field of what it decided is suspect beyond the control's own variation "

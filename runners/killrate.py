@@ -49,20 +49,22 @@ from karpenter_e2e.runners.killrate_verdict import (
     join,
     judge,
     read_run,
+    rejudge,
     summary,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 # The generic workloads, by name: an example folder, or an explore case (seed, case), drawn
-# for the mutants' release. Every example a local cluster runs, and explore cases drawn for
-# what the examples lack (a DaemonSet, a Job beside Deployments, hostPorts, spreads, PDBs,
-# budgets, init containers, overhead). Not killrate/12: on v1.15.0 every one of its pods
-# stayed Pending (Karpenter: "nodepool requirements filtered out all available instance
-# types"), so no mutant could change what it decides.
+# for the mutants' release. Every example a local cluster runs, and explore cases of seed
+# killrate chosen for what the examples lack (the inputs each describes: DaemonSets, a Job
+# beside Deployments, PreferNoSchedule pools, Gte and Exists requirements, hostPorts,
+# ephemeral storage, init containers, overhead, spreads, PDBs, budgets). Not killrate/12: on
+# v1.15.0 every one of its pods stayed Pending (Karpenter: "nodepool requirements filtered
+# out all available instance types"), so no mutant could change what it decides.
 EXAMPLES = ("workshop-basic", "workshop-weight", "capacity-split", "capacity-buffer",
             "ml-platform", "diff-base", "diff-head", "graviton-storage", "volume-zones",
             "team-namespace", "kustomize-overlay", "steps-drift", "provisioner-era")
-EXPLORED = (("killrate", 1), ("killrate", 7), ("killrate", 17))
+EXPLORED = (("killrate", 1), ("killrate", 7), ("killrate", 15), ("killrate", 17), ("killrate", 59))
 WORKLOADS: dict[str, str | tuple[str, int]] = {
     **{name: f"examples/{name}" for name in EXAMPLES},
     **{f"explore-{seed}-{case}": (seed, case) for seed, case in EXPLORED}}
@@ -372,11 +374,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the I-th of N shares of the mutants (the controls run in each)")
     p.add_argument("--join", type=Path, nargs="+", default=None, metavar="DIR",
                    help="only join shards' OUT directories into one table in --out")
+    p.add_argument("--judge-only", action="store_true",
+                   help="run nothing: judge OUT's runs again from their reports")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "killrate")
     args = p.parse_args(argv)
     args.out = args.out.resolve()
     if args.join:
         return _join(args.join, args.out)
+    if args.judge_only:
+        return _judge_only(args.out)
     if args.controls < 1 or args.jobs < 1 or args.sample < 0:
         print("killrate: --controls and --jobs must be 1 or more, --sample 0 or more",
               file=sys.stderr)
@@ -406,6 +412,18 @@ def verdict_code(result: dict) -> int:
     then judged no mutant), else 0."""
     broken = [c for c in result["controls"] if not c["judged"]]
     return 1 if broken or result["rate"] is None or result["rate"] < GOAL else 0
+
+
+def _judge_only(out: Path) -> int:
+    path = out / "killrate.json"
+    if not path.is_file():
+        print(f"killrate: {out}: no killrate.json to judge again", file=sys.stderr)
+        return 2
+    result = rejudge(json.loads(path.read_text()), out)
+    path.write_text(json.dumps(result, indent=1))
+    (out / "killrate.md").write_text(markdown(result))
+    print((out / "killrate.md").read_text())
+    return verdict_code(result)
 
 
 def _join(dirs: Iterable[Path], out: Path) -> int:

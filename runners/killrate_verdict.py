@@ -32,6 +32,9 @@ class Run:
     varies: list[str] = field(default_factory=list)
     judged: bool = False
     error: str = ""
+    # a decisive finding stopped the run (fixtures/decided.py): what it decided is of a run
+    # cut short, so its diff says nothing (a NodeClaim never launched reads as a change)
+    stopped_early: str = ""
 
     @property
     def done(self) -> bool:
@@ -49,6 +52,8 @@ def read_run(run: Run) -> Run:
     result = json.loads(found[-1].read_text())
     run.judged = bool(result.get("oracles")) and run.code in (0, 1)
     run.oracles = sorted({f["oracle"] for f in (result.get("oracles") or {}).get("findings") or []})
+    stop = result.get("stopped_early") or {}
+    run.stopped_early = f"[{stop.get('oracle', '?')}] {stop.get('what', '')}" if stop else ""
     compare = found[-1].parent / "compare.json"
     if compare.exists():
         c = json.loads(compare.read_text())
@@ -74,7 +79,8 @@ class Verdict:
 def judge(mutant: Run, controls: list[Run]) -> Verdict:
     """Killed when an oracle fails on the mutant and on none of the control's runs of the
     workload, or a field is suspect beyond the control's own variation. The ``oracles``
-    field of the diff is the oracles' (counted as theirs, not as the differential's)."""
+    field of the diff is the oracles' (counted as theirs, not as the differential's), and a
+    run stopped early by a decisive finding is judged by the oracles alone."""
     w = mutant.workload
     judged_controls = [c for c in controls if c.judged]
     if not mutant.judged:
@@ -84,7 +90,8 @@ def judge(mutant: Run, controls: list[Run]) -> Verdict:
     on_control = set().union(*(c.oracles for c in judged_controls))
     oracles = sorted(set(mutant.oracles) - on_control)
     noise = set(mutant.varies)
-    beyond = [s for s in mutant.suspect if field_of(s) not in noise and field_of(s) != "oracles"]
+    beyond = [] if mutant.stopped_early else [
+        s for s in mutant.suspect if field_of(s) not in noise and field_of(s) != "oracles"]
     fields = sorted({field_of(s) for s in beyond})
     if oracles or fields:
         return Verdict(w, True, oracles, fields,
@@ -94,7 +101,8 @@ def judge(mutant: Run, controls: list[Run]) -> Verdict:
 
 def _survived(mutant: Run, on_control: set[str], noise: set[str]) -> str:
     """Why nothing saw the mutant on this workload, from what its run and the control's did."""
-    parts = []
+    parts = [f"stopped early ({mutant.stopped_early}), so its diff was not read"] \
+        if mutant.stopped_early else []
     shared = sorted(set(mutant.oracles) & on_control)
     if shared:
         parts.append(f"{', '.join(shared)} failed on the control too")
@@ -164,19 +172,58 @@ def summary(rows: list[MutantResult], controls: list[Run], meta: dict) -> dict:
 
 
 def join(results: list[dict]) -> dict:
-    """Several shards' results (each ran its share of the mutants, with its own controls) as
-    one: every mutant once, every control run kept."""
-    rows, controls, seen = [], [], set()
+    """Several results as one: shards (each ran its share of the mutants, with its own
+    controls), or runs of the same mutants on other workloads (a mutant is killed when it
+    is killed on any workload: its verdicts are put together). Every control run is kept."""
+    rows: dict[str, MutantResult] = {}
+    controls: list[Run] = []
     for res in results:
         controls += [Run(**c) for c in res["controls"]]
         for m in res["mutants"]:
-            if m["name"] not in seen:
-                seen.add(m["name"])
-                rows.append(MutantResult(**m))
+            row = MutantResult(**m)
+            had = rows.get(row.name)
+            if had is None or had.status in ("not run", "pending"):
+                rows[row.name] = row
+            elif row.verdicts:
+                rows[row.name] = conclude(had, [Verdict(**v) for v in had.verdicts + row.verdicts])
     first = results[0]
-    meta = {k: first[k] for k in ("version", "workloads", "controls_per_workload") if k in first}
-    meta.update(shards=len(results), wall_s=max(r.get("wall_s", 0) for r in results),
-                sample=first.get("sample"))
-    return summary(sorted(rows, key=lambda r: (r.family, r.name)), controls, meta)
+    workloads = list(dict.fromkeys(w for r in results for w in r.get("workloads") or []))
+    meta = {k: first[k] for k in ("version", "controls_per_workload") if k in first}
+    meta.update(workloads=workloads, shards=len(results),
+                wall_s=sum(r.get("wall_s", 0) for r in results), sample=first.get("sample"))
+    return summary(sorted(rows.values(), key=lambda r: (r.family, r.name)), controls, meta)
 
 
+
+
+def rejudge(result: dict, out: Path) -> dict:
+    """The verdicts again from the runs' reports under ``out`` (as the rules read them now),
+    without running anything: every control run and each mutant's run on each workload it
+    ran on. A run that left no check.json keeps the verdict it had (no verdict)."""
+    controls = []
+    for c in result["controls"]:
+        controls.append(read_run(Run(**{**c, "oracles": [], "suspect": [], "noted": [],
+                                        "varies": []})))
+    by_key: dict[tuple[str, str], list[Run]] = {}
+    for c in controls:
+        by_key.setdefault((c.workload, c.setup), []).append(c)
+    rows = []
+    for m in result["mutants"]:
+        row = MutantResult(**m)
+        if row.verdicts and row.status != "invalid":
+            verdicts = []
+            for v in row.verdicts:
+                reports = out / "mutants" / row.name / v["workload"]
+                found = sorted(reports.glob("runs/check-*/check.json"))
+                if not found:
+                    verdicts.append(Verdict(**v))
+                    continue
+                code = 0 if json.loads(found[-1].read_text()).get("passed") else 1
+                run = read_run(Run(row.name, v["workload"], row.setup, str(reports), code))
+                verdicts.append(judge(run, by_key.get((v["workload"], row.setup), [])))
+            row = conclude(row, verdicts)
+        rows.append(row)
+    meta = {k: v for k, v in result.items() if k not in (
+        "killed", "decided", "rate", "per_oracle", "per_family", "per_workload", "controls",
+        "mutants")}
+    return summary(rows, controls, meta)

@@ -227,3 +227,43 @@ def test_the_verdict_fails_under_the_goal_or_with_a_control_without_a_verdict():
     assert kr.verdict_code({**ok, "rate": 0.79}) == 1
     assert kr.verdict_code({**ok, "rate": None}) == 1
     assert kr.verdict_code({**ok, "controls": [{"judged": False}]}) == 1
+
+
+def test_a_second_pass_on_other_workloads_joins_verdicts_of_the_same_mutant():
+    def result(workload, killed):
+        row = mutant_row("a", "placement", killed_by(workload, ["plans-honest"]) if killed
+                         else survived(workload))
+        return json.loads(json.dumps(kv.summary([row], [run(workload=workload, code=0)], {
+            "version": "v1.15.0", "workloads": [workload], "controls_per_workload": 2,
+            "wall_s": 100})))
+    joined = kv.join([result("w1", False), result("w2", True)])
+    (m,) = joined["mutants"]
+    assert m["status"] == "killed" and [v["workload"] for v in m["verdicts"]] == ["w1", "w2"]
+    assert joined["workloads"] == ["w1", "w2"] and joined["wall_s"] == 200
+    assert joined["per_workload"]["w1"] == {"run": 1, "killed": 0}
+
+
+def test_a_run_stopped_early_is_judged_by_its_oracles_alone():
+    """pod-metrics-panic on ml-platform: the log oracle stopped the check 2 s in, so nothing
+    was launched, and its diff against the control (18 suspect fields) is of a cut run."""
+    stopped = run("m", oracles=["karpenter-log-clean"], suspect=["nodeclaims: 5 -> 0"])
+    stopped.stopped_early = "[karpenter-log-clean] a panic"
+    v = kv.judge(stopped, [run()])
+    assert v.killed and v.oracles == ["karpenter-log-clean"] and v.fields == []
+    stopped.oracles = []
+    v = kv.judge(stopped, [run()])
+    assert not v.killed and "stopped early" in v.why
+
+
+def test_judging_again_reads_the_runs_reports(tmp_path):
+    control, mutant = tmp_path / "controls" / "plain" / "w", tmp_path / "mutants" / "m" / "w"
+    for d, findings, passed in ((control, [], True), (mutant, [{"oracle": "plans-honest"}], False)):
+        (d / "runs" / "check-1").mkdir(parents=True)
+        (d / "runs" / "check-1" / "check.json").write_text(json.dumps(
+            {"passed": passed, "oracles": {"findings": findings}}))
+    row = mutant_row("m", "limits", kv.Verdict("w", False, [], [], "old rules"))
+    before = kv.summary([row], [run(workload="w", code=0)], {"version": "v1.15.0"})
+    before["controls"][0]["reports"] = str(control)
+    after = kv.rejudge(json.loads(json.dumps(before)), tmp_path)
+    assert after["mutants"][0]["status"] == "killed" and after["killed"] == 1
+    assert after["version"] == "v1.15.0"
