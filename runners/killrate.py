@@ -42,12 +42,16 @@ from karpenter_e2e.runners.children import Child, Children, sigterm_as_ctrl_c
 from karpenter_e2e.runners.cli import child
 from karpenter_e2e.runners.explore import EXIT_BAD_INPUT, EXIT_INTERRUPTED
 from karpenter_e2e.runners.killrate_verdict import (
+    AGAIN,
     PLAIN,
     MutantResult,
     Run,
     conclude,
+    confirmed,
+    from_reports,
     join,
     judge,
+    needs_again,
     read_run,
     rejudge,
     summary,
@@ -260,15 +264,27 @@ class KillRate:
     def controls_of(self, workload: str, key: str, options: tuple[str, ...]) -> list[Run]:
         return [self.control(workload, key, options, k) for k in range(self.args.controls)]
 
+    def _kept(self, run: Run, index: int = -1) -> Run | None:
+        """--resume: the run a check already left in its reports, else None (and the reports
+        cleared: what is there is from another run of the command)."""
+        if self.args.resume:
+            got = from_reports(run, index)
+            if got.code is not None:
+                print(f"killrate: {run.reports}: kept from an earlier run", flush=True)
+                return got
+        if index in (-1, 0) and Path(run.reports).exists():
+            shutil.rmtree(run.reports)
+        return None
+
     def control(self, workload: str, key: str, options: tuple[str, ...], k: int) -> Run:
         reports = self.out / "controls" / key / workload
-        if k == 0 and reports.exists():
-            shutil.rmtree(reports)
-        with self.lane_free:
-            run = self._check(f"control-{key}-{workload}-{k}", self.folders[workload], reports,
-                              list(options))
-        run.workload, run.setup = workload, key
-        run = read_run(run)
+        run = self._kept(Run("", workload, key, str(reports)), k)
+        if run is None:
+            with self.lane_free:
+                run = self._check(f"control-{key}-{workload}-{k}", self.folders[workload],
+                                  reports, list(options))
+            run.workload, run.setup = workload, key
+            run = read_run(run)
         if run.code == EXIT_BAD_INPUT:
             run.error = f"check refused the workload (exit 2): {reports}"
         with self.lock:
@@ -279,14 +295,24 @@ class KillRate:
         for f in waits:
             f.result()  # the control's runs of this workload and set-up
         self.built[m.name].wait()
-        reports = self.out / "mutants" / m.name / workload
-        if reports.exists():
-            shutil.rmtree(reports)
         key = setup_key(self.p.options[m.name])
+        reports = self.out / "mutants" / m.name / workload
         if m.name in self.build_error:
             return Run(m.name, workload, key, str(reports), error=self.build_error[m.name])
+        run = self._mutant_run(m, workload, key, reports)
+        controls = self.controls.get((workload, key), [])
+        if needs_again(run, controls):  # the differential alone: confirmed by a second run
+            again = self._mutant_run(m, workload, key, reports.with_name(reports.name + AGAIN))
+            run = confirmed(run, again, controls)
+        return run
+
+    def _mutant_run(self, m: Mutant, workload: str, key: str, reports: Path) -> Run:
+        run = self._kept(Run(m.name, workload, key, str(reports)))
+        if run is not None:
+            return run
         with self.lane_free:
-            run = self._check(f"{m.name}-{workload}", self.folders[workload], reports,
+            run = self._check(f"{m.name}-{workload}{'' if reports.name == workload else AGAIN}",
+                              self.folders[workload], reports,
                               [*self.p.options[m.name], "--karpenter-patch", str(m.path),
                                "--compare-to", str(self.out / "controls" / key / workload)])
         run.mutant, run.workload, run.setup = m.name, workload, key
@@ -374,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the I-th of N shares of the mutants (the controls run in each)")
     p.add_argument("--join", type=Path, nargs="+", default=None, metavar="DIR",
                    help="only join shards' OUT directories into one table in --out")
+    p.add_argument("--resume", action="store_true",
+                   help="keep every run OUT already holds (a check's reports there) and run "
+                        "only what is missing; without it, OUT's runs are cleared as each runs")
     p.add_argument("--judge-only", action="store_true",
                    help="run nothing: judge OUT's runs again from their reports")
     p.add_argument("--out", type=Path, default=ROOT / "reports" / "killrate")

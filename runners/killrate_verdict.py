@@ -41,11 +41,11 @@ class Run:
         return self.code is not None or bool(self.error)
 
 
-def read_run(run: Run) -> Run:
-    """What the check wrote into its reports: its oracles' findings (check.json) and, for a
-    mutant, its diff against the control (compare.json). Judged only with check.json."""
-    reports = Path(run.reports)
-    found = sorted(reports.glob("runs/check-*/check.json"))
+def read_run(run: Run, path: Path | None = None) -> Run:
+    """What the check wrote into its reports: its oracles' findings (check.json: ``path``,
+    else the last in the run's reports) and, for a mutant, its diff against the control
+    (compare.json beside it). Judged only with check.json."""
+    found = [path] if path is not None else sorted(Path(run.reports).glob("runs/check-*/check.json"))
     if not found:
         run.judged = False
         return run
@@ -97,6 +97,25 @@ def judge(mutant: Run, controls: list[Run]) -> Verdict:
         return Verdict(w, True, oracles, fields,
                        "; ".join([f"oracle {o}" for o in oracles] + [f"suspect {s}" for s in beyond]))
     return Verdict(w, False, [], [], _survived(mutant, on_control, noise))
+
+
+def needs_again(mutant: Run, controls: list[Run]) -> bool:
+    """A kill by the differential alone is confirmed by a second run of the mutant: two
+    control runs miss an either-or about half the time (docs/differential.md), and one
+    mutant run on the wrong side of it reads as a change (rounds 2 -> 1 on ml-platform, by
+    limits-exhaustion-ignored, whose pools never reach their limits)."""
+    v = judge(mutant, controls)
+    return v.killed and not v.oracles
+
+
+def confirmed(first: Run, again: Run, controls: list[Run]) -> Run:
+    """The first run with only the suspect differences whose field the second run also finds
+    suspect (beyond the control's noise); its ``again`` note says what the second saw."""
+    kept = set(judge(again, controls).fields)
+    dropped = [s for s in first.suspect if field_of(s) not in kept]
+    first.suspect = [s for s in first.suspect if field_of(s) in kept]
+    first.noted = first.noted + [f"{s} (not again in a second run)" for s in dropped]
+    return first
 
 
 def _survived(mutant: Run, on_control: set[str], noise: set[str]) -> str:
@@ -196,14 +215,31 @@ def join(results: list[dict]) -> dict:
 
 
 
+AGAIN = ".again"  # a mutant's second run on a workload: WORKLOAD.again beside WORKLOAD
+
+
+def from_reports(run: Run, index: int = -1) -> Run:
+    """A run read from the reports a check left (its exit code from whether it passed):
+    ``index`` of the check.json files there, oldest first (a control's runs share a folder)."""
+    found = sorted(Path(run.reports).glob("runs/check-*/check.json"),
+                   key=lambda p: (json.loads(p.read_text()).get("judged_at") or 0.0, str(p)))
+    if not found or index >= len(found):
+        return run
+    path = found[index]
+    result = json.loads(path.read_text())
+    run.code = 0 if result.get("passed") else 1
+    return read_run(run, path)
+
+
 def rejudge(result: dict, out: Path) -> dict:
     """The verdicts again from the runs' reports under ``out`` (as the rules read them now),
     without running anything: every control run and each mutant's run on each workload it
     ran on. A run that left no check.json keeps the verdict it had (no verdict)."""
-    controls = []
+    controls: list[Run] = []
     for c in result["controls"]:
-        controls.append(read_run(Run(**{**c, "oracles": [], "suspect": [], "noted": [],
-                                        "varies": []})))
+        k = sum(1 for d in controls if d.reports == c["reports"])
+        controls.append(from_reports(Run(**{**c, "oracles": [], "suspect": [], "noted": [],
+                                            "varies": []}), k))
     by_key: dict[tuple[str, str], list[Run]] = {}
     for c in controls:
         by_key.setdefault((c.workload, c.setup), []).append(c)
@@ -218,9 +254,13 @@ def rejudge(result: dict, out: Path) -> dict:
                 if not found:
                     verdicts.append(Verdict(**v))
                     continue
-                code = 0 if json.loads(found[-1].read_text()).get("passed") else 1
-                run = read_run(Run(row.name, v["workload"], row.setup, str(reports), code))
-                verdicts.append(judge(run, by_key.get((v["workload"], row.setup), [])))
+                mine = by_key.get((v["workload"], row.setup), [])
+                run = from_reports(Run(row.name, v["workload"], row.setup, str(reports)))
+                again = reports.with_name(reports.name + AGAIN)
+                if needs_again(run, mine) and any(again.glob("runs/check-*/check.json")):
+                    run = confirmed(run, from_reports(Run(row.name, v["workload"], row.setup,
+                                                          str(again))), mine)
+                verdicts.append(judge(run, mine))
             row = conclude(row, verdicts)
         rows.append(row)
     meta = {k: v for k, v in result.items() if k not in (

@@ -267,3 +267,29 @@ def test_judging_again_reads_the_runs_reports(tmp_path):
     after = kv.rejudge(json.loads(json.dumps(before)), tmp_path)
     assert after["mutants"][0]["status"] == "killed" and after["killed"] == 1
     assert after["version"] == "v1.15.0"
+
+
+def test_a_kill_by_the_differential_alone_needs_a_second_run_that_agrees():
+    controls = [run(), run()]
+    first = run("m", suspect=["rounds: 2 -> 1", "nodeclaims: 1 -> 3"])
+    assert kv.needs_again(first, controls)
+    assert not kv.needs_again(run("m", oracles=["plans-honest"], suspect=["rounds: 2 -> 1"]),
+                              controls)
+    again = run("m", suspect=["nodeclaims: 1 -> 3"])  # one round this time, as the control
+    v = kv.judge(kv.confirmed(first, again, controls), controls)
+    assert v.killed and v.fields == ["nodeclaims"]
+    first = run("m", suspect=["rounds: 2 -> 1"])
+    v = kv.judge(kv.confirmed(first, run("m"), controls), controls)
+    assert not v.killed and "rounds: 2 -> 1 (not again in a second run)" in v.why
+
+
+def test_a_run_is_read_back_from_its_reports_in_the_order_it_was_judged(tmp_path):
+    for name, at, passed, findings in (("check-b", 2.0, False, [{"oracle": "it-settles"}]),
+                                       ("check-a", 1.0, True, [])):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "check.json").write_text(json.dumps(
+            {"judged_at": at, "passed": passed, "oracles": {"findings": findings}}))
+    first = kv.from_reports(kv.Run("", "w", kr.PLAIN, str(tmp_path)), 0)
+    second = kv.from_reports(kv.Run("", "w", kr.PLAIN, str(tmp_path)), 1)
+    assert (first.code, first.oracles) == (0, []) and (second.code, second.oracles) == (1, ["it-settles"])
+    assert kv.from_reports(kv.Run("", "w", kr.PLAIN, str(tmp_path)), 2).code is None
