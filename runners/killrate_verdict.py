@@ -203,8 +203,11 @@ def join(results: list[dict]) -> dict:
             had = rows.get(row.name)
             if had is None or had.status in ("not run", "pending"):
                 rows[row.name] = row
-            elif row.verdicts:
-                rows[row.name] = conclude(had, [Verdict(**v) for v in had.verdicts + row.verdicts])
+            elif row.verdicts:  # a workload judged in both: the later result's verdict
+                later = {v["workload"] for v in row.verdicts}
+                rows[row.name] = conclude(had, [Verdict(**v) for v in had.verdicts
+                                                if v["workload"] not in later]
+                                          + [Verdict(**v) for v in row.verdicts])
     first = results[0]
     workloads = list(dict.fromkeys(w for r in results for w in r.get("workloads") or []))
     meta = {k: first[k] for k in ("version", "controls_per_workload") if k in first}
