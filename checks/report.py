@@ -348,20 +348,28 @@ def compare_to(earlier: list[dict], result: dict) -> str:
     """check --compare-to: ``result`` diffed against the first of ``earlier`` (earlier checks'
     results of the same folder, the baseline's runs); compare.json's ``varies`` lists the
     fields on which the earlier runs differ among themselves beyond tolerance (varies_between:
-    the baseline's own noise), and ``beyond_noise`` counts the suspect differences on other
-    fields, which alone fail the check. Returns the markdown."""
-    from karpenter_e2e.fixtures.decisions import Decisions
+    the baseline's own noise), ``like_a_baseline_run`` those that differ from the first run
+    but not from another, and ``beyond_noise`` counts the suspect differences on neither,
+    which alone fail the check. Returns the markdown."""
+    from karpenter_e2e.fixtures import decisions
     text = write_comparison(earlier[0], result, "What the baseline and this run decided",
                             names=("baseline", "this run"))
-    varies = sorted(varies_between([Decisions.from_dict(r["decisions"]) for r in earlier]))
+    runs = [decisions.Decisions.from_dict(r["decisions"]) for r in earlier]
+    varies = sorted(varies_between(runs))
+    # A field this run shares with one of the baseline's runs is no change, even where the
+    # two baseline runs differed only in a noted way (a workload's pods bound in one of them,
+    # left pending in the other: its time to running is noted, not a variation).
+    mine = decisions.Decisions.from_dict(result["decisions"])
+    against = [{d.field for d in decisions.suspects(decisions.diff(r, mine))} for r in runs]
+    like = sorted(against[0] - set.intersection(*against) - set(varies))
     compared = result["compare"]
-    beyond = [d for d in compared["differences"]
-              if d["status"] == "suspect" and d["field"] not in varies]
+    beyond = [d for d in compared["differences"] if d["status"] == "suspect"
+              and d["field"] not in varies and d["field"] not in like]
     compared.update(baseline_runs=[r["files"]["json"] for r in earlier], varies=varies,
-                    beyond_noise=len(beyond))
+                    like_a_baseline_run=like, beyond_noise=len(beyond))
     text += (f"\nBetween the baseline's {len(earlier)} run(s), beyond tolerance: "
-             f"{', '.join(varies) or 'nothing'}; {len(beyond)} suspect difference(s) beyond "
-             "that.\n")
+             f"{', '.join(varies) or 'nothing'}; as one of them: {', '.join(like) or 'nothing'}"
+             f" more; {len(beyond)} suspect difference(s) beyond that.\n")
     out = Path(result["files"]["json"]).parent
     (out / "compare.md").write_text(text)
     (out / "compare.json").write_text(json.dumps(compared, indent=1, default=str))

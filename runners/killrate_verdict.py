@@ -61,7 +61,7 @@ def read_run(run: Run, path: Path | None = None) -> Run:
                               f"{d['a']} -> {d['b']}") for d in c["differences"]]
         run.suspect = [s for status, s in said if status == "suspect"]
         run.noted = [s for status, s in said if status != "suspect"]
-        run.varies = list(c.get("varies") or [])
+        run.varies = sorted(set(c.get("varies") or []) | set(c.get("like_a_baseline_run") or []))
     return run
 
 

@@ -293,3 +293,27 @@ def test_a_run_is_read_back_from_its_reports_in_the_order_it_was_judged(tmp_path
     second = kv.from_reports(kv.Run("", "w", kr.PLAIN, str(tmp_path)), 1)
     assert (first.code, first.oracles) == (0, []) and (second.code, second.oracles) == (1, ["it-settles"])
     assert kv.from_reports(kv.Run("", "w", kr.PLAIN, str(tmp_path)), 2).code is None
+
+
+def test_a_field_the_run_shares_with_one_baseline_run_is_no_change(tmp_path):
+    """in-flight-disruption-uncounted on explore killrate/15: its slowest w1 pod ran 5 s after
+    creation against the first control run's 26.9 s, and the second control run left that pod
+    pending (its time noted, not a variation): the mutant decided as that second run did."""
+    earlier = []
+    for i, to_running in enumerate(({"w1": 26.9}, {})):
+        d = tmp_path / "c" / "runs" / f"check-{i}"
+        d.mkdir(parents=True)
+        dec = Decisions(release="v1.15.0", nodeclaims=4, to_running_s=to_running).to_dict()
+        earlier.append({"decisions": dec, "judged_at": float(i),
+                        "files": {"json": str(d / "check.json")}})
+    me = tmp_path / "m"
+    me.mkdir()
+    mine = Decisions(release="v1.15.0", nodeclaims=4, to_running_s={"w1": 5.1}).to_dict()
+    report.compare_to(earlier, {"decisions": mine, "files": {"json": str(me / "check.json")}})
+    c = json.loads((me / "compare.json").read_text())
+    assert c["varies"] == [] and c["like_a_baseline_run"] == ["to_running_s"]
+    assert c["beyond_noise"] == 0
+    (me / "check.json").write_text(json.dumps({"passed": True, "oracles": {"findings": []}}))
+    got = kv.read_run(kv.Run("m", "w", kr.PLAIN, str(me), 0), me / "check.json")
+    assert got.varies == ["to_running_s"]  # the judge's noise: read from both lists
+    assert not kv.judge(got, [run()]).killed
