@@ -71,10 +71,15 @@ nightly: build
 ## built here with no registry), then the lanes, each a kind cluster with kwok and Karpenter
 ## installed in it by their own manifests and chart. KIND_IMAGE=built|kindest|<image>
 KIND_IMAGE ?=
-e2e-kind: build docker
-	$(KE2E) cluster build --cluster kind $(if $(KIND_IMAGE),--kind-image $(KIND_IMAGE))
+e2e-kind: kind-build
 	$(E2E_RUN) -- -v -o log_cli=true --karpenter-cluster=kind \
 		$(if $(KIND_IMAGE),--karpenter-kind-image $(KIND_IMAGE)) $(PYTEST_ARGS)
+
+## kind-build: what the kind lanes need, built ahead: Docker up, the pinned binaries, kind, Helm
+## and the node image (.ci/run starts it beside make test, niced, so the cold builds overlap the
+## tests' waits)
+kind-build: build docker
+	$(KE2E) cluster build --cluster kind $(if $(KIND_IMAGE),--kind-image $(KIND_IMAGE))
 
 ## e2e-aws-sim: the suites against Karpenter's real AWS provider and a fake AWS (aws-sim mode)
 e2e-aws-sim: setup

@@ -230,7 +230,8 @@ class Check:
         # below stop then, not at their timeout (fixtures/decided.py).
         early = decided.Decided(info.karpenter_log, offset, timeline.test_id,
                                 info.versions.get("karpenter", ""),
-                                self.plan.expect.oracles_not_applicable)
+                                self.plan.expect.oracles_not_applicable,
+                                recording=timeline.recording)
         try:
             with until_decided(early):
                 settler.scaled_out(self.workloads(mapped))
@@ -268,7 +269,9 @@ class Check:
         log_text = _read_from(info.karpenter_log, offset)
         record = oracles.gather(self.kube, timeline.recording, observe.NODEPOOL_LABEL, log_text,
                                 info.versions.get("karpenter", ""), [ALL_NAMESPACES],
-                                pools_selector="")
+                                pools_selector="",
+                                karpenter_settings=oracles.known_settings(info),
+                                type_resources=oracles.catalogue_of(info))
         result["karpenter_log"] = record.log_scan.summary()  # the oracle's one reading of it
         # stopped early: judged by the final oracles alone (the others would judge a cut run)
         verdict = oracles.judge(record, {**early.cut_short(),

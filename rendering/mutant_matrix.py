@@ -19,6 +19,11 @@ def markdown(result: dict) -> str:
         cells = ", ".join(f"{s}={c['status']}" for s, c in bare["cells"].items())
         lines.append(f"- {bare['name']} (the oracle mutant with the oracles off; its scenarios "
                      f"must survive): {cells}, {bare['run_s']}s")
+    for loose in result.get("asserts_off") or []:
+        cells = ", ".join(f"{s}={c['status']} ({c['message'][:160]})"
+                          for s, c in loose["cells"].items())
+        lines.append(f"- {loose['name']} (the generic mutant with its scenarios' own asserts "
+                     f"off; each must fail naming its oracle): {cells}, {loose['run_s']}s")
     for control in result["controls"]:
         cells = ", ".join(f"{s}={c['status']}" for s, c in control["cells"].items())
         lines.append(f"- {control['name']} ({control['regression']}): **{control['status']}** "

@@ -41,7 +41,7 @@ COMMANDS = {name: Subcommand(module, what) for name, module, what in [
     ("soak", "runners.soak", "one run N times back to back, each one reported"),
     ("merge", "runners.merge", "several runs' reports as one"),
     ("durations", "fixtures.ordering", "this machine's durations kept as suites/durations.json"),
-    ("sweep", "clusters.eks.sweep", "delete what earlier runs left in EKS or aws-sim"),
+    ("sweep", "clusters.eks.sweep", "delete what earlier runs left in EKS, aws-sim or kind"),
     ("perf", "rendering.perf_comparison",
      "two scale-perf runs compared, TO/FROM against the limits"),
     ("chart", "rendering.charts", "a timeline or packing picture drawn again from its data"),

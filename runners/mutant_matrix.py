@@ -11,6 +11,9 @@ that stopped) and the control passes it.
 
 Writes ``reports/mutants/matrix.{json,md}`` (the Markdown: rendering/mutant_matrix.py) and
 one Allure result per mutant.
+
+Long because one Matrix schedules the builds, the controls and the runs and reads their
+verdicts; the verdict rules (Cell, Row, classify, verdict) are the seam for the next split.
 """
 
 from __future__ import annotations
@@ -46,6 +49,11 @@ ROOT = mutants_mod.ROOT
 REPORTS = ROOT / "reports"
 CONTROL = "control"
 BARE = "-no-oracles"  # an oracle mutant's second run, with the oracles off
+GENERIC = "-asserts-off"  # a generic: mutant's second run, the scenarios' own asserts set aside
+# The generic run: the scenarios' asserts set aside, and the cluster watched until it settles
+# after the body (as the nightly does), so that what a body cut short by its failed assert
+# would have waited for (a drain, a replacement) has happened when the oracles judge.
+GENERIC_OPTIONS = (f"{plugin_flag('asserts')}=off", f"{plugin_flag('settle')}=all")
 # How long one child run may take: its cluster, its scenarios and their teardown.
 CHILD_DEADLINE_S = 1500
 # The control runs in parts of at most this many seconds of measured scenario time
@@ -155,14 +163,30 @@ def broke(message: str) -> list[str]:
 
 
 def verdict(row: Row, control: Row, expect: str = "killed", oracle: str = "",
-            bare: Row | None = None) -> str:
+            bare: Row | None = None, generic: str = "", loose: Row | None = None,
+            loose_control: Row | None = None) -> str:
     """killed: every claimed scenario failed the way the mutant expects (an assertion, or for
     a stopped Karpenter an abort); partial: some did; survived: none did. A scenario the
     unmutated build also fails proves nothing: inconclusive. An oracle's mutant is killed only
     by that oracle: each scenario fails naming it, and passes in the run with the oracles off
-    (``bare``); one its scenarios' own asserts catch proves nothing of the oracle."""
-    if row.error or (bare is not None and bare.error):
+    (``bare``); one its scenarios' own asserts catch proves nothing of the oracle. A generic
+    mutant is killed only when, beside that, each scenario also fails naming the ``generic``
+    oracle in the run with its own asserts set aside (``loose``), which the unmutated build
+    passes in the same mode (``loose_control``)."""
+    if row.error or (bare is not None and bare.error) or (loose is not None and loose.error):
         return "invalid"
+    if generic and loose is not None:
+        for s in row.claimed:
+            alone = loose.cells.get(s, Cell("not run"))
+            same_mode = (loose_control or control).cells.get(s, Cell("not run"))
+            if same_mode.status != "survived":
+                row.cells[s] = Cell("inconclusive", f"the control with the asserts off did not "
+                                                    f"pass {s}: {same_mode.message}")
+            elif row.cells[s].status == "killed" and (alone.status != "killed"
+                                                      or generic not in broke(alone.message)):
+                row.cells[s] = Cell(f"not by {generic} alone",
+                                    f"with its own asserts off: {alone.status}: {alone.message}",
+                                    alone.where)
     if oracle and bare is not None:
         for s in row.claimed:
             cell, without = row.cells[s], bare.cells.get(s, Cell("not run"))
@@ -196,14 +220,18 @@ class Matrix:
         self.rows: dict[str, Row] = {m.name: Row(m.name, m.regression, m.family, list(m.scenarios))
                                      for m in selected}
         self.bare: dict[str, Row] = {}  # an oracle mutant's run with the oracles off
+        self.loose: dict[str, Row] = {}  # a generic mutant's run with its asserts set aside
         # One control per set-up (most mutants share the plain one; an upgrade mutant's
         # control upgrades too): the unmutated build, on the union of the scenarios.
         self.controls: dict[tuple[str, ...], Row] = {}
         for m in selected:
-            name = CONTROL if not m.setup else f"{CONTROL}-{len(self.controls)}"
-            ctl = self.controls.setdefault(m.setup, Row(name, "the unmutated build: "
-                                                        + (" ".join(m.setup) or "plain"), "control"))
-            ctl.claimed = sorted({*ctl.claimed, *m.scenarios})
+            # a generic mutant's run with the asserts off has its own control, in that mode
+            for setup in (m.setup, *([(*m.setup, *GENERIC_OPTIONS)] if m.generic else [])):
+                name = CONTROL if not setup else f"{CONTROL}-{len(self.controls)}"
+                ctl = self.controls.setdefault(setup, Row(name, "the unmutated build: "
+                                                          + (" ".join(setup) or "plain"),
+                                                          "control"))
+                ctl.claimed = sorted({*ctl.claimed, *m.scenarios})
         seconds = measured_seconds()
         # Each control runs as parts (clusters of their own) whose results add up in its row.
         self.control_parts: list[tuple[tuple[str, ...], Row, str, list[str]]] = []
@@ -348,6 +376,11 @@ class Matrix:
                                                                 claimed=list(m.scenarios)))
                         futures.append(pool.submit(
                             self.run_one, bare, m, (*m.setup, f"{plugin_flag('oracles')}=off")))
+                    if m.generic:  # the same mutant judged by the oracles alone
+                        loose = self.loose.setdefault(m.name, Row(f"{m.name}{GENERIC}",
+                                                                  claimed=list(m.scenarios)))
+                        futures.append(pool.submit(self.run_one, loose, m, (*m.setup,
+                                                                            *GENERIC_OPTIONS)))
             for f in futures:
                 f.result()
         except BaseException:
@@ -361,7 +394,8 @@ class Matrix:
         for m in self.mutants:
             row = self.rows[m.name]
             row.status = verdict(row, self.controls[m.setup], m.expect, m.oracle,
-                                 self.bare.get(m.name))
+                                 self.bare.get(m.name), m.generic, self.loose.get(m.name),
+                                 self.controls.get((*m.setup, *GENERIC_OPTIONS)))
         for ctl in self.controls.values():
             ctl.status = "passed" if all(c.status == "survived" for c in ctl.cells.values()) \
                 else "failed"
@@ -375,7 +409,8 @@ class Matrix:
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "controls": [asdict(c) for c in self.controls.values()],
                 "mutants": [asdict(r) for r in rows],
-                "without_oracles": [asdict(r) for r in self.bare.values()]}
+                "without_oracles": [asdict(r) for r in self.bare.values()],
+                "asserts_off": [asdict(r) for r in self.loose.values()]}
 
 
 def _tail(path: Path, lines: int) -> str:

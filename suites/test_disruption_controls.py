@@ -309,6 +309,10 @@ def test_pdb_with_no_disruptions_allowed_holds_a_drifted_node(nodepool_factory, 
 
 
 TGP_S = 30  # the pool's terminationGracePeriod
+# The pods' own grace, shorter than the node's: the drain force-deletes a protected pod only
+# once its grace would outlast the node's termination time (terminator needsForceDelete),
+# TGP_S - POD_GRACE_S after the node's deletion; at the default 30 s it would be at once.
+POD_GRACE_S = 5
 
 
 @pytest.mark.scenario("termination-grace")
@@ -316,16 +320,18 @@ TGP_S = 30  # the pool's terminationGracePeriod
 @pytest.mark.karpenter_feature("termination-grace-period")
 def test_termination_grace_period_bounds_a_blocked_drain(nodepool_factory, inflate_factory,
                                                          expect, timings, timeline):
-    """terminationGracePeriod 30s; do-not-disrupt pods on a drifted node: Karpenter still
-    replaces it (the grace period bounds the wait), and the node goes once the period is
-    over: not before (the pods held it), not long after."""
-    with step(f"given 2 do-not-disrupt pods on an oldnode pool with terminationGracePeriod "
-              f"{TGP_S}s"):
+    """terminationGracePeriod 30s; do-not-disrupt pods (5 s of grace of their own) on a
+    drifted node: Karpenter still replaces it (the grace period bounds the wait), and the node
+    goes once the period is over: not before (the pods held it), not long after. When the
+    drain deleted the pods is the protection-holds oracle's to judge (their Disrupted event)."""
+    with step(f"given 2 do-not-disrupt pods ({POD_GRACE_S}s of grace) on an oldnode pool with "
+              f"terminationGracePeriod {TGP_S}s"):
         old, new = nodepool_factory.nodeclass("oldnode"), nodepool_factory.nodeclass("newnode")
         pool = nodepool_factory("default", nodeclass=old, spec={"template": {"spec": {
             "terminationGracePeriod": f"{TGP_S}s"}}})
         inflate = inflate_factory(replicas=2, node_selector=pool.template_labels,
-                                  annotations=DO_NOT_DISRUPT)
+                                  annotations=DO_NOT_DISRUPT,
+                                  extra_pod_spec={"terminationGracePeriodSeconds": POD_GRACE_S})
         nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 2)))
         claims = names(expect.nodeclaims(pool))
 

@@ -20,7 +20,9 @@ from karpenter_e2e.fixtures.scenario import (
     HOSTNAME,
     INSTANCE_TYPE,
     MIN_VALUES_RELAXED,
+    NEXT_BATCH_S,
     NODEPOOL as NODEPOOL_LABEL,
+    Observation,
     claim_requirement,
     describe_claims,
     narrow,
@@ -122,6 +124,8 @@ MIN_TYPES = 3
 # kube-reserved), and the pool allows just two xlarges: packing both pods onto one NodeClaim
 # would leave it 2 instance types, fewer than minValues.
 MIN_VALUES_TYPES = ["c5.large", "m5.large", "r5.large", "c5.xlarge", "m5.xlarge"]
+# The priciest of MIN_VALUES_TYPES: the open pod's node (the cheapest type) is never one.
+NARROWED = "m5.xlarge"
 
 
 @pytest.mark.scenario("min-values")
@@ -132,13 +136,16 @@ MIN_VALUES_TYPES = ["c5.large", "m5.large", "r5.large", "c5.xlarge", "m5.xlarge"
 def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_factory, expect):
     """A pool allowing 5 types with minValues 3 on the instance type; 2 one-CPU pods: Karpenter
     gives each pod its own NodeClaim with at least 3 types rather than one NodeClaim whose
-    only fits are the 2 xlarges."""
+    only fits are the 2 xlarges. Then a pod selecting one of the types: Strict never relaxes
+    minValues, so it gets no NodeClaim and stays Pending."""
     with step(f"given the default pool limited to {len(MIN_VALUES_TYPES)} types, "
-              f"minValues {MIN_TYPES}"):
+              f"minValues {MIN_TYPES}, and a workload selecting {NARROWED}"):
         spec = nodepool_factory.spec("default")
         narrow(spec, require(INSTANCE_TYPE, "In", *MIN_VALUES_TYPES, min_values=MIN_TYPES))
         pool = nodepool_factory(spec)
         inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+        pinned = inflate_factory("pinned", replicas=0,
+                                 node_selector={**pool.template_labels, INSTANCE_TYPE: NARROWED})
 
     with step("scale inflate to 2"):
         inflate.scale(2)
@@ -157,9 +164,16 @@ def test_min_values_keeps_each_nodeclaim_flexible(nodepool_factory, inflate_fact
         assert len(claims) == 2, f"{len(claims)} NodeClaims for 2 pods that fit one NodeClaim " \
                                  f"of {MIN_TYPES} types each: {describe_claims(claims)}"
 
+    with step(f"scale the {NARROWED} workload to 1: expect it Pending and no NodeClaim "
+              f"added for {NEXT_BATCH_S}s (Strict: no relaxing)"):
+        before = {view.name(c) for c in claims}
 
-# The priciest of MIN_VALUES_TYPES: the open pod's node (the cheapest type) is never one.
-NARROWED = "m5.xlarge"
+        def no_claim_added() -> Observation:
+            now = expect.nodeclaims(pool)
+            return Observation({view.name(c) for c in now} == before,
+                               f"NodeClaims {describe_claims(now)}")
+        pinned.scale(1)
+        expect.consistently_pods_pending(pinned, 1, NEXT_BATCH_S, also=no_claim_added)
 
 
 @pytest.mark.scenario("min-values-best-effort")

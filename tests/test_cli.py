@@ -19,6 +19,8 @@ LAYERS = ("clusters", "checks", "runners", "rendering", "fixtures")
 INTERNAL = {
     "clusters/awssim/server.py": ("clusters/awssim/cluster.py",
                                   "the aws-sim backend's fake-AWS process"),
+    "clusters/karpenter/podlogs.py": ("clusters/karpenter/incluster.py",
+                                      "follows an in-cluster Karpenter's log beside the run"),
     "clusters/eks/account.py": (".github/workflows/nightly.yml",
                                 "the nightly's EKS job readies the account before eksctl"),
     "clusters/eks/teardown.py": (".github/workflows/nightly.yml",

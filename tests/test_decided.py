@@ -225,7 +225,8 @@ def test_a_scenario_stopped_early_fails_as_the_oracle_fails_it(monkeypatch):
     monkeypatch.setattr(judging.oracles, "judge", lambda *a, **k: verdict)
     monkeypatch.setattr(judging.allure, "attach", lambda *a, **k: None)
     cluster = SimpleNamespace(kube=None, karpenter_log_since=lambda *a, **k: "",
-                              info=SimpleNamespace(versions={}))
+                              info=SimpleNamespace(versions={}, mode="local", karpenter_settings={},
+                                                   catalogue=None))
     diagnose = SimpleNamespace(holder={})
     item = SimpleNamespace(
         config=SimpleNamespace(getoption=lambda _: "on"), user_properties=[],
@@ -259,3 +260,29 @@ def test_a_run_stopped_early_is_judged_by_the_final_oracles_alone():
     cut = early.cut_short()
     assert set(cut) == {o.name for o in oracles.ORACLES if not o.final} and "plans-honest" in cut
     assert all(why.startswith("not judged: the run stopped early") for why in cut.values())
+
+
+def test_a_pool_not_yet_ready_does_not_decide_it_where_the_run_s_recording_says_so(tmp_path):
+    """The early stop reads the run's live recording as the verdict does: Karpenter's "ignoring
+    nodepool, not ready", round after round while the pool is not Ready, decides nothing (seen:
+    capacity-split stopped early on it at load 28); the same lines once the watch saw the pool
+    Ready decide it."""
+    from karpenter_e2e.fixtures.timeline import Recording
+
+    t0 = time.time() - 60
+    rec = Recording("abc", t0)
+    pool = {"name": "spot-abc", "created": int(t0), "deleting": None, "budgets": []}
+    rec.log.append([t0, "nodepools", "ADDED", {**pool, "ready": None}])
+    lines = "".join(_line("ERROR", "ignoring nodepool, not ready", at=t0 + 1 + i,
+                          controller="provisioner", reconcileID=f"r{i}",
+                          NodePool={"name": "spot-abc"}) for i in range(8))
+    src, path, clock = _source(tmp_path, lines, test_id="abc", recording=rec)
+    assert src() is None
+    rec.log.append([t0 + 20, "nodepools", "MODIFIED", {**pool, "ready": t0 + 19}])
+    with open(path, "a") as fh:
+        fh.write("".join(_line("ERROR", "ignoring nodepool, not ready", at=t0 + 30 + i,
+                               controller="provisioner", reconcileID=f"s{i}",
+                               NodePool={"name": "spot-abc"}) for i in range(3)))
+    clock.now += decided.EVERY_S
+    reason = src()
+    assert reason and "Karpenter logged the same error 3 times" in reason

@@ -111,11 +111,12 @@ def test_settings_reach_karpenter_s_environment_and_nothing_of_the_shell(monkeyp
     assert cluster.info().karpenter_settings["BATCH_IDLE_DURATION"] == "2s"
 
 
-def test_kind_and_eks_refuse_settings():
+def test_eks_refuses_settings_kind_takes_them():
     from karpenter_e2e.clusters import backends
-    with pytest.raises(ClusterError, match="--karpenter-setting is for local and aws-sim mode"):
-        backends.create(backends.ClusterOptions(cluster="kind",
+    with pytest.raises(ClusterError, match="--karpenter-setting is for local, aws-sim and kind"):
+        backends.create(backends.ClusterOptions(cluster="eks",
                                                 karpenter_setting=("LOG_LEVEL=debug",)))
+    backends.create(backends.ClusterOptions(cluster="kind", karpenter_setting=("LOG_LEVEL=debug",)))
 
 
 def test_aws_sim_takes_the_core_s_and_the_provider_s_options(monkeypatch):

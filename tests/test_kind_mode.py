@@ -15,7 +15,13 @@ import yaml
 from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import versions
 from karpenter_e2e.clusters.karpenter import podlogs
-from karpenter_e2e.clusters.kind import chart, cluster as kind_mode, docker, nodeimage
+from karpenter_e2e.clusters.kind import (
+    chart,
+    config as kind_config,
+    docker,
+    kwok as kind_kwok,
+    nodeimage,
+)
 from karpenter_e2e.clusters.kind.cluster import KindCluster
 from karpenter_e2e.clusters.local import stages
 
@@ -32,8 +38,8 @@ def cluster(tmp_path, monkeypatch) -> KindCluster:
 
 # ---- the kind config ------------------------------------------------------------------------
 def test_kind_config_registers_the_control_plane_tainted(monkeypatch):
-    monkeypatch.setattr(kind_mode, "cgroup_v1", lambda: False)
-    [node] = yaml.safe_load(kind_mode.kind_config("v1.36.3"))["nodes"]
+    monkeypatch.setattr(kind_config, "cgroup_v1", lambda: False)
+    [node] = yaml.safe_load(kind_config.kind_config("v1.36.3"))["nodes"]
     assert node["role"] == "control-plane"
     [patch] = [yaml.safe_load(p) for p in node["kubeadmConfigPatches"]]
     assert patch["kind"] == "InitConfiguration"
@@ -44,17 +50,17 @@ def test_kind_config_registers_the_control_plane_tainted(monkeypatch):
 
 
 def test_kind_config_lets_kubelet_run_on_cgroup_v1_only_there(monkeypatch):
-    monkeypatch.setattr(kind_mode, "cgroup_v1", lambda: True)
-    [node] = yaml.safe_load(kind_mode.kind_config("v1.36.3"))["nodes"]
+    monkeypatch.setattr(kind_config, "cgroup_v1", lambda: True)
+    [node] = yaml.safe_load(kind_config.kind_config("v1.36.3"))["nodes"]
     kubelet = [yaml.safe_load(p) for p in node["kubeadmConfigPatches"]][1]
     assert kubelet == {"kind": "KubeletConfiguration", "failCgroupV1": False}
     # Kubernetes before 1.31 has no such field (and does not refuse v1)
-    [node] = yaml.safe_load(kind_mode.kind_config("v1.30.14"))["nodes"]
+    [node] = yaml.safe_load(kind_config.kind_config("v1.30.14"))["nodes"]
     assert len(node["kubeadmConfigPatches"]) == 1
 
 
 def test_kwok_is_installed_from_its_own_manifests_kept_off_its_nodes():
-    kustomization = kind_mode.kwok_kustomization("kwok-kustomize")
+    kustomization = kind_kwok.kwok_kustomization("kwok-kustomize")
     assert kustomization["resources"] == ["kwok-kustomize/kwok"]
     assert kustomization["images"] == [{"name": "registry.k8s.io/kwok/kwok",
                                         "newTag": versions.KWOK}]
@@ -265,3 +271,67 @@ def test_lines_are_appended_whole(tmp_path):
     follower.write(b'{"level":"INFO"}')
     follower.write(b'{"level":"ERROR"}\n')
     assert (tmp_path / "k.log").read_text() == '{"level":"INFO"}\n{"level":"ERROR"}\n'
+
+
+def test_a_karpenter_pod_not_running_is_described_from_the_cluster_s_own_objects():
+    """What the verdict says when an in-cluster Karpenter is gone: its Deployment's ready
+    replicas, each pod's state (deleted, restarting and why) and their recent events; None
+    where no Deployment is found (local and aws-sim run it as a process)."""
+    from datetime import UTC, datetime
+
+    from kubernetes.client import models as m
+
+    from karpenter_e2e.clusters.karpenter import incluster
+
+    at = datetime(2026, 12, 7, 4, 5, 6, tzinfo=UTC)
+    deployment = m.V1Deployment(
+        metadata=m.V1ObjectMeta(name="karpenter", namespace="kube-system", generation=1),
+        spec=m.V1DeploymentSpec(replicas=1, selector=m.V1LabelSelector(),
+                                template=m.V1PodTemplateSpec(spec=m.V1PodSpec(
+                                    containers=[m.V1Container(name="controller",
+                                                              image="karpenter:v1.15.0")]))),
+        status=m.V1DeploymentStatus(ready_replicas=0, observed_generation=1))
+    pod = m.V1Pod(
+        metadata=m.V1ObjectMeta(name="karpenter-abc-1", creation_timestamp=at,
+                                deletion_timestamp=at),
+        status=m.V1PodStatus(container_statuses=[m.V1ContainerStatus(
+            name="controller", image="x", image_id="", ready=False, restart_count=2,
+            last_state=m.V1ContainerState(terminated=m.V1ContainerStateTerminated(
+                exit_code=137, reason="OOMKilled")),
+            state=m.V1ContainerState(waiting=m.V1ContainerStateWaiting(
+                reason="CrashLoopBackOff")))]))
+    event = m.CoreV1Event(metadata=m.V1ObjectMeta(name="e"), reason="Killing",
+                          message="Stopping container controller", last_timestamp=at,
+                          involved_object=m.V1ObjectReference(kind="Pod",
+                                                              name="karpenter-abc-1"))
+    found = {"kube-system": [deployment], "karpenter": []}
+    kube = SimpleNamespace(
+        timeout=5,
+        apps=SimpleNamespace(list_namespaced_deployment=lambda ns, **_: SimpleNamespace(
+            items=found[ns])),
+        pods=lambda ns, selector: [pod] if ns == "kube-system" else [],
+        events_in=lambda ns, selector: [event])
+    said = incluster.absence(kube)
+    assert said is not None
+    assert said.startswith("its Deployment kube-system/karpenter has 0/1 replica(s) ready")
+    assert ("pod karpenter-abc-1: created 04:05:06, being deleted since 04:05:06, not ready, "
+            "2 restart(s), last exit OOMKilled (137), waiting: CrashLoopBackOff") in said
+    assert said.endswith("04:05:06 karpenter-abc-1 Killing: Stopping container controller")
+    found["kube-system"] = []
+    assert incluster.absence(kube) is None
+
+
+def test_a_failed_kind_create_says_why_not_the_stack():
+    out = ("Creating cluster \"x\" ...\nERROR: failed to create cluster: failed to init node with "
+           "kubeadm: command \"docker exec --privileged x-control-plane kubeadm init\" failed\n"
+           "[wait-control-plane] Waiting for the kubelet to boot up the control plane\n"
+           "error execution phase wait-control-plane: could not initialize a Kubernetes cluster\n"
+           "k8s.io/kubernetes/cmd/kubeadm/app/cmd/phases/workflow.(*Runner).Run\n"
+           "\t/root/go/pkg/mod/k8s.io/kubernetes@v1.36.3/cmd/kubeadm/app/cmd/phases/workflow/"
+           "runner.go:234\n")
+    from karpenter_e2e.clusters.kind.diagnosis import create_failure
+
+    said = create_failure(out)
+    assert said.splitlines()[0].startswith("ERROR: failed to create cluster")
+    assert "error execution phase wait-control-plane" in said and "runner.go" not in said
+    assert create_failure("just a stack\n\tat x") == "just a stack\n\tat x"

@@ -121,7 +121,7 @@ def test_the_list_is_cached_a_day_and_offline_without_one_says_why(tmp_path, mon
     assert releases.cache_file() == tmp_path / "karpenter-versions.json"  # Karpenter's own
 
 
-def test_the_option_reaches_the_cluster_and_kind_and_eks_refuse_it(monkeypatch):
+def test_the_option_reaches_the_cluster_and_eks_refuses_it(monkeypatch):
     monkeypatch.setattr(kube_releases, "_served", served)
     monkeypatch.setattr(releases, "served", lambda *a, **k: ["v1.12.1", "v1.15.0"])
     monkeypatch.setattr(kube_releases, "unserved_staging", lambda _v: [])
@@ -134,10 +134,11 @@ def test_the_option_reaches_the_cluster_and_kind_and_eks_refuse_it(monkeypatch):
     assert backends.create(backends.ClusterOptions.of(opts)).kubernetes_version == "v1.34.4"
     opts = p.parse_args(["--karpenter-version", "v1.12.1"])
     assert backends.create(backends.ClusterOptions.of(opts)).kubernetes_version == "v1.35.4"
-    for mode in ("kind", "eks"):
-        opts = p.parse_args(["--cluster", mode, "--kubernetes-version", "1.34"])
-        with pytest.raises(ClusterError, match="--kubernetes-version is for local and aws-sim"):
-            backends.create(backends.ClusterOptions.of(opts))
+    opts = p.parse_args(["--cluster", "kind", "--kubernetes-version", "1.34"])
+    assert backends.create(backends.ClusterOptions.of(opts)).local.kubernetes_version == "v1.34.4"
+    opts = p.parse_args(["--cluster", "eks", "--kubernetes-version", "1.34"])
+    with pytest.raises(ClusterError, match="--kubernetes-version is for local, aws-sim and kind"):
+        backends.create(backends.ClusterOptions.of(opts))
 
 
 def test_binaries_are_cached_per_release_beside_the_pinned_ones(tmp_path, monkeypatch):

@@ -125,6 +125,32 @@ def test_an_oracle_mutant_is_killed_only_by_its_oracle_and_survives_without_the_
     assert case("AssertionError: 3 nodes, expected 2", "survived") == "survived"
 
 
+def test_a_generic_mutant_is_killed_only_when_its_oracle_fails_it_with_the_asserts_off():
+    control = Row("control", claimed=["a"], cells={"a": Cell("survived")})
+
+    def case(alone_status, alone_message, own="AssertionError: the daemon never ran"):
+        row = Row("m", claimed=["a"], cells={"a": Cell("killed", own)})
+        loose = Row("m-asserts-off", claimed=["a"], cells={"a": Cell(alone_status, alone_message)})
+        return verdict(row, control, "killed", generic="daemons-fit", loose=loose)
+    by_it = "[call] OraclesFailed: Karpenter broke daemons-fit (oracles judge every run; ...)"
+    by_two = "[call] OraclesFailed: Karpenter broke daemons-fit, plans-honest (oracles ...)"
+    by_other = "[call] OraclesFailed: Karpenter broke plans-honest (oracles judge every run; ...)"
+    assert case("killed", by_it) == "killed"
+    assert case("killed", by_two) == "killed"  # the generic verdict may name others beside it
+    assert case("killed", by_other) == "survived"
+    assert case("survived", "") == "survived"  # its asserts alone caught it
+    assert case("killed", "[teardown] LeakedNodes: n1") == "survived"
+    # the unmutated build must pass the scenario with the asserts off too
+    failing = Row("control-1", claimed=["a"], cells={"a": Cell("killed", by_it)})
+    row = Row("m", claimed=["a"], cells={"a": Cell("killed", "AssertionError: x")})
+    loose = Row("m-asserts-off", claimed=["a"], cells={"a": Cell("killed", by_it)})
+    assert verdict(row, control, generic="daemons-fit", loose=loose,
+                   loose_control=failing) == "inconclusive"
+    errored = Row("m-asserts-off", claimed=["a"], error="does not build")
+    assert verdict(Row("m", claimed=["a"], cells={"a": Cell("killed")}), control,
+                   generic="daemons-fit", loose=errored) == "invalid"
+
+
 def test_matrix_markdown_names_findings():
     result = {"score": "1/2", "wall_s": 90, "jobs": 2,
               "controls": [{"name": "control", "regression": "plain", "status": "passed",

@@ -75,7 +75,7 @@ def test_check_takes_its_cluster_options_from_backends_with_its_own_defaults():
     assert (args.cluster, args.cluster_name, args.karpenter_version, args.catalogue) == (
         "local", "karpenter-check", None, None)  # None: the mode's release, expect.yaml's
     with pytest.raises(SystemExit):
-        p.parse_args(["dir", "--cluster", "kind"])  # check runs local and aws-sim only
+        p.parse_args(["dir", "--cluster", "eks"])  # check runs local, aws-sim and kind only
 
 
 def test_an_option_backends_does_not_declare_is_refused():

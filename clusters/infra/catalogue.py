@@ -11,6 +11,7 @@ release reads the same catalogue.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -105,6 +106,19 @@ def instance_type(t: EC2Type) -> dict:
         "operatingSystems": ["linux"],
         "resources": resources,
     }
+
+
+@functools.lru_cache(maxsize=4)
+def _read_resources(path: Path, stamp: float) -> dict[str, dict[str, str]]:
+    return {t["name"]: {k: str(v) for k, v in (t.get("resources") or {}).items()}
+            for t in json.loads(path.read_text())}
+
+
+def resources_by_type(path: Path) -> dict[str, dict[str, str]]:
+    """Each instance type's resources as a catalogue file holds them (what the KWOK
+    provider launches: a NodeClaim's allocatable there also lists any resource it was
+    planned for that its type lacks, kwok/cloudprovider Create)."""
+    return _read_resources(path, path.stat().st_mtime)
 
 
 def render(types: Iterable[EC2Type] = TYPES) -> list[dict]:

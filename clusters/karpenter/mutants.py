@@ -5,11 +5,15 @@ family, version), then a unified diff relative to the module root. A ``<name>.fa
 the header only and breaks the cluster instead of the code (``fault:`` options, e.g. a
 catalogue without arm64 types): the harness's negative checks, in the same matrix.
 Optional headers: ``oracle:`` the one oracle that must catch it (its scenarios pass with
-the oracles off); ``setup:`` pytest options for the mutant *and* its control (e.g. an
-upgrade from the previous version), ``expect:`` how the scenario must fail (``killed``, an
-assertion, by default; ``aborted`` for a Karpenter that is not running), ``module:`` the
-module the diff applies to (``sigs.k8s.io/karpenter``, core, by default; or
-``github.com/aws/karpenter-provider-aws``, whose mutants run in aws-sim mode only).
+the oracles off); ``generic:`` an oracle that must catch it by itself with the scenarios'
+own asserts set aside (``--karpenter-asserts=off``), whether or not the asserts catch it
+too; ``excuse:`` the oracle excuses it proves do not swallow it (ids of
+fixtures/oracles/excuses.py, comma separated); ``setup:`` pytest options for the mutant
+*and* its control (e.g. an upgrade from the previous version), ``expect:`` how the
+scenario must fail (``killed``, an assertion, by default; ``aborted`` for a Karpenter that
+is not running), ``module:`` the module the diff applies to (``sigs.k8s.io/karpenter``,
+core, by default; or ``github.com/aws/karpenter-provider-aws``, whose mutants run in
+aws-sim mode only).
 
 This module reads and checks them and applies one to a writable copy of the module;
 building and running live in ``clusters.infra.build`` and ``runners.mutant_matrix``.
@@ -31,7 +35,7 @@ from karpenter_e2e.clusters.infra import process
 ROOT = Path(__file__).resolve().parents[2]
 MUTANTS_DIR = ROOT / "mutants"
 FIELDS = ("regression", "scenarios", "family", "version")
-OPTIONAL = ("fault", "setup", "expect", "module", "oracle")
+OPTIONAL = ("fault", "setup", "expect", "module", "oracle", "generic", "excuse")
 EXPECT = ("killed", "aborted")
 CORE = "sigs.k8s.io/karpenter"
 AWS_PROVIDER = "github.com/aws/karpenter-provider-aws"
@@ -64,6 +68,10 @@ class Mutant:
     # An oracle's proof (fixtures/oracles/): only that oracle catches this mutant. Its
     # scenarios must pass with the oracles off and fail, naming it, with them on.
     oracle: str = ""
+    # The generic verdict's proof: with the scenarios' own asserts set aside, this oracle
+    # still fails each of them (the asserts may catch it too).
+    generic: str = ""
+    excuses: tuple[str, ...] = ()  # the oracle excuses it proves (fixtures/oracles/excuses.py)
 
     def runs_in(self, mode: str) -> bool:
         """A fault breaks a cluster of any mode its options allow; a patch needs a build of
@@ -109,14 +117,19 @@ def parse(path: Path) -> Mutant:
     if module not in MODES:
         raise MutantError(name, f"module: {module!r}; one of {', '.join(MODES)}")
     scenarios = tuple(s.strip() for s in header["scenarios"].split(",") if s.strip())
-    oracle = header.get("oracle", "")
-    if oracle and not re.fullmatch(r"[a-z][a-z-]*", oracle):
-        raise MutantError(name, f"oracle: {oracle!r} is no oracle name (docs/oracles.md)")
+    oracle, generic = header.get("oracle", ""), header.get("generic", "")
+    for key, value in (("oracle", oracle), ("generic", generic)):
+        if value and not re.fullmatch(r"[a-z][a-z-]*", value):
+            raise MutantError(name, f"{key}: {value!r} is no oracle name (docs/oracles.md)")
+    excuses = tuple(x.strip() for x in header.get("excuse", "").split(",") if x.strip())
+    if excuses and not (oracle or generic):
+        raise MutantError(name, "excuse: needs the oracle that must fire with the excuse in "
+                                "place (an oracle: or generic: line)")
     return Mutant(name, path, header["regression"], scenarios, header["family"],
                   header["version"], hashlib.sha256(text.encode()).hexdigest(),
                   fault=tuple(shlex.split(header.get("fault", ""))),
                   setup=tuple(shlex.split(header.get("setup", ""))), expect=expect, module=module,
-                  oracle=oracle)
+                  oracle=oracle, generic=generic, excuses=excuses)
 
 
 def _check_version(name: str, version: str) -> None:

@@ -21,12 +21,9 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-
-import yaml
 
 from karpenter_e2e.clusters.api.kube import Kube
 from karpenter_e2e.clusters.api.waits import unstoppable
@@ -35,24 +32,17 @@ from karpenter_e2e.clusters.errors import ClusterError
 from karpenter_e2e.clusters.infra import build, process, versions
 from karpenter_e2e.clusters.infra.catalogue_table import ZONES, EC2Type
 from karpenter_e2e.clusters.karpenter import compat, incluster, settings as ksettings
-from karpenter_e2e.clusters.kind import chart, docker, images, nodeimage
-from karpenter_e2e.clusters.local import stages
+from karpenter_e2e.clusters.kind import chart, docker, images, kwok, nodeimage, upgrade
+from karpenter_e2e.clusters.kind.config import CRITICAL_ADDONS_ONLY, kind_config
+from karpenter_e2e.clusters.kind.diagnosis import create_failure
 from karpenter_e2e.clusters.local.cluster import LocalCluster
 
 log = logging.getLogger(__name__)
 
-# Keeps the suites' pods off the kind node, so they stay pending until Karpenter's kwok
-# nodes exist; CoreDNS, kube-proxy, the CNI, kwok and Karpenter's chart tolerate it.
-CRITICAL_ADDONS_ONLY = {"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}
-# kubeadm's own control-plane taint: naming taints replaces kubeadm's defaults, and kind
-# removes this one from a single-node cluster with `kubectl taint ... control-plane-`, which
-# fails if it is absent (sigs.k8s.io/kind pkg/cluster/internal/create/actions/kubeadminit).
-KUBEADM_CONTROL_PLANE = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 # kind's local-path-provisioner tolerates only the control-plane taint
 # (pkg/build/nodeimage/const_storage.go): without this it would stay Pending, and Karpenter
 # would launch a node for it inside some test's pool.
 LOCAL_PATH = ("local-path-storage", "local-path-provisioner")
-KWOK_IMAGE = f"registry.k8s.io/kwok/kwok:{versions.KWOK}"
 # Off Karpenter's nodes (kwok's simulations): what Karpenter's own chart does for itself.
 # kube-proxy and the CNI there would be kwok fakes Karpenter counts as daemon overhead that
 # local mode does not have.
@@ -72,46 +62,6 @@ def run(cmd: list[str], timeout: float = 120,
         env: Mapping[str, str] | None = None) -> process.subprocess.CompletedProcess:
     """The one way kind mode runs a command (tests replace it): process.run's rules."""
     return process.run(cmd, timeout, env=dict(env) if env is not None else None)
-
-
-def cgroup_v1() -> bool:
-    return not Path("/sys/fs/cgroup/cgroup.controllers").exists()
-
-
-def kind_config(kubernetes: str) -> str:
-    """The cluster's kind config: the control plane registers already tainted, so no pod can
-    land on it in a window between creation and a later taint; on a cgroup v1 host, kubelet
-    is told to run anyway (Kubernetes 1.35+ refuses v1 unless failCgroupV1 is false)."""
-    init = {"kind": "InitConfiguration",
-            "nodeRegistration": {"taints": [CRITICAL_ADDONS_ONLY, KUBEADM_CONTROL_PLANE]}}
-    patches = [yaml.safe_dump(init)]
-    minor = tuple(int(x) for x in kubernetes.lstrip("v").split(".")[:2])
-    if cgroup_v1() and minor >= (1, 31):  # the field exists from 1.31 on
-        patches.append(yaml.safe_dump({"kind": "KubeletConfiguration", "failCgroupV1": False}))
-    return yaml.safe_dump({"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4",
-                           "nodes": [{"role": "control-plane",
-                                      "kubeadmConfigPatches": patches}]},
-                          sort_keys=False)
-
-
-def kwok_kustomization(kustomize_dir: str) -> dict:
-    """kwok's own manifests (``kustomize_dir``/kwok: a copy of the module's kustomize/, which
-    kustomize only reads below the kustomization), as Karpenter's hack/install-kwok.sh
-    patches them: the control plane's taint tolerated, never on kwok's own nodes."""
-    deployment_patch = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "kwok-controller"},
-        "spec": {"template": {"spec": {
-            # install-kwok.sh tolerates CriticalAddonsOnly with Equal and no value; this
-            # control plane's taint has the value "true" (CRITICAL_ADDONS_ONLY)
-            "tolerations": [{"operator": "Exists", "key": "CriticalAddonsOnly",
-                             "effect": "NoSchedule"}],
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "kwok.x-k8s.io/node", "operator": "DoesNotExist"}]}]}}}}}}}
-    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": [f"{kustomize_dir}/kwok"],
-            "images": [{"name": "registry.k8s.io/kwok/kwok", "newTag": versions.KWOK}],
-            "patches": [{"patch": yaml.safe_dump(deployment_patch)}]}
 
 
 class KindCluster:
@@ -326,8 +276,8 @@ class KindCluster:
                          "--wait", KIND_WAIT, "--retain", timeout=CREATE_TIMEOUT_S)
         (local.logs_dir / "kind-create.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
-            raise ClusterError("kind could not create the cluster:\n"
-                               + "\n".join(proc.stderr.strip().splitlines()[-20:])
+            raise ClusterError("kind could not create the cluster:\n" + create_failure(proc.stderr)
+                               + f"\n(all of kind's output: {local.logs_dir / 'kind-create.log'})"
                                + self._node_diagnosis())
         log.warning("kind create cluster %r: %.0fs", self.name, time.monotonic() - step)
         server = json.loads(local.kubectl("version", "-o", "json"))["serverVersion"]["gitVersion"]
@@ -386,29 +336,7 @@ class KindCluster:
                                f"{(proc.stderr or proc.stdout).strip()[-500:]}")
 
     def install_kwok(self) -> None:
-        """kwok in the cluster from kwok's own manifests and stages: it makes Karpenter's
-        nodes Ready and runs the pods bound to them."""
-        module = build.download_module("sigs.k8s.io/kwok", versions.KWOK)
-        if not images.exists(KWOK_IMAGE):
-            images.from_files(KWOK_IMAGE, {"usr/local/bin/kwok": build.build(build.find("kwok"))},
-                              ["/usr/local/bin/kwok"])
-        self.load_image(KWOK_IMAGE)
-        with tempfile.TemporaryDirectory(dir=self.local.run_dir) as tmp:
-            shutil.copytree(module / "kustomize", Path(tmp) / "kwok-kustomize")
-            (Path(tmp) / "kustomization.yaml").write_text(yaml.safe_dump(
-                kwok_kustomization("kwok-kustomize")))
-            manifests = self.local.kubectl("kustomize", tmp)
-            rendered = Path(tmp) / "kwok.yaml"
-            rendered.write_text(manifests)
-            self.local.kubectl("apply", "--server-side", "-f", str(rendered))
-        self.local.kubectl("-n", "kube-system", "wait", "--for=condition=Established",
-                           "--timeout=60s", "crd/stages.kwok.x-k8s.io", timeout=90)
-        # The stages local mode gives kwok (launch latency included), as Stage objects.
-        staged = self.local.run_dir / "kwok-stages.yaml"
-        staged.write_text(yaml.safe_dump_all(stages.render(module), sort_keys=False))
-        self.local.kubectl("apply", "--server-side", "-f", str(staged))
-        self.local.kubectl("-n", "kube-system", "rollout", "status",
-                           "deployment/kwok-controller", "--timeout=180s", timeout=200)
+        kwok.install(self.local, self.load_image)
 
     # ---- Karpenter -----------------------------------------------------------------------
     def _karpenter(self) -> incluster.InCluster:
@@ -516,39 +444,7 @@ class KindCluster:
                     "; ".join(self.check_upgraded(version)))
 
     def check_upgraded(self, version: str) -> list[str]:
-        """What an upgrade to ``version`` must leave, each said; a ClusterError names what
-        it did not."""
-        kube, local = self.kube(), self.local
-        image = local._state().get("karpenter_image", "")
-        d = self._karpenter().deployment()
-        pods = [p for p in kube.pods(chart.NAMESPACE, incluster.SELECTOR)
-                if p.metadata and not p.metadata.deletion_timestamp]
-        images_run = sorted({c.image or "" for p in pods
-                             for c in (p.spec.containers if p.spec else [])
-                             if c.name == "controller"})
-        if d.image != image or images_run != [image]:
-            raise ClusterError(f"after the upgrade to {version} Karpenter's Deployment runs "
-                               f"{d.image} and its pods {images_run}, not {image}")
-        said = [f"{d.ready_replicas}/{d.replicas} replica(s) ready on {image}"]
-        stale = []
-        for crd_dir in local.crd_dirs(version):
-            for path in sorted(crd_dir.glob("*.yaml")):
-                want = yaml.safe_load(path.read_text())
-                live = kube.api.sanitize_for_serialization(
-                    kube.apiext.read_custom_resource_definition(
-                        want["metadata"]["name"], _request_timeout=kube.timeout))
-                if _schemas(want) != _schemas(live):
-                    stale.append(want["metadata"]["name"])
-        if stale:
-            raise ClusterError(f"after the upgrade to {version} these CRDs are not "
-                               f"{version}'s: {', '.join(stale)}")
-        said.append(f"CRDs are {version}'s")
-        broken = incluster.stale_webhooks(kube, chart.NAMESPACE)
-        if broken:
-            raise ClusterError(f"after the upgrade to {version} Karpenter's webhooks call "
-                               f"Services that do not answer: {'; '.join(broken)}")
-        said.append("no Karpenter webhook calls a Service that does not answer")
-        return said
+        return upgrade.check(self.kube(), self.local, self._karpenter(), version)
 
     def restart_karpenter(self) -> None:
         """Karpenter rolled out again with this cluster's settings (`helm upgrade` with the
@@ -597,8 +493,3 @@ class KindCluster:
                         shutil.rmtree(item) if item.is_dir() else item.unlink()
             log.warning("kind cluster %r is down; logs kept in %s", self.name, local.logs_dir)
 
-
-def _schemas(crd: dict) -> dict:
-    """A CRD's versions and their schemas, as the API server serves them."""
-    return {v["name"]: (v.get("served"), v.get("storage"), v.get("schema"))
-            for v in crd["spec"]["versions"]}
