@@ -361,7 +361,8 @@ def compare_to(earlier: list[dict], result: dict) -> str:
     # left pending in the other: its time to running is noted, not a variation).
     mine = decisions.Decisions.from_dict(result["decisions"])
     against = [{d.field for d in decisions.suspects(decisions.diff(r, mine))} for r in runs]
-    like = sorted(against[0] - set.intersection(*against) - set(varies))
+    everywhere = set(against[0]).intersection(*against[1:])  # suspect against every run
+    like = sorted(against[0] - everywhere - set(varies))
     compared = result["compare"]
     beyond = [d for d in compared["differences"] if d["status"] == "suspect"
               and d["field"] not in varies and d["field"] not in like]
