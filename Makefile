@@ -16,7 +16,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) docker docker-down docs e2e e2e-kind durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs
+.PHONY: $(PHONY_E2E) docker docker-down docs e2e e2e-kind durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs killrate
 
 # An editable install: the project's root on the venv's path, where karpenter_e2e/ names the
 # layers by symlink. Nothing to redo when a module is added; only a changed pyproject does.
@@ -160,6 +160,18 @@ MUTANT_CLUSTER ?= local
 mutants: setup
 	$(KE2E) mutants --mutants "$(MUTANTS)" --mutant-dir $(MUTANT_DIR) \
 		--jobs $(MUTANT_JOBS) --cluster $(MUTANT_CLUSTER) $(if $(SHARD),--shard $(SHARD))
+
+## killrate: the oracles' own kill rate: each mutant (SAMPLE=30: a stratified sample; MUTANTS="a b")
+## on the generic workloads (WORKLOADS=a,b, nightly (default) or all), judged by the oracles and the diff
+## against the unmutated build alone (docs/killrate.md). KILLRATE_JOBS clusters at a time.
+SAMPLE ?=
+WORKLOADS ?= nightly
+KILLRATE_JOBS ?= 1
+KILLRATE_PREFIX ?= killrate-
+KILLRATE_ARGS ?=
+killrate: setup
+	$(KE2E) killrate --mutants "$(MUTANTS)" $(if $(SAMPLE),--sample $(SAMPLE)) \
+		--workloads $(WORKLOADS) --jobs $(KILLRATE_JOBS) --cluster-prefix $(KILLRATE_PREFIX) $(if $(SHARD),--shard $(SHARD)) $(KILLRATE_ARGS)
 
 ## matrix: scenario x Karpenter release: the suites (SCENARIOS="a,b": those ids) on every release
 ## in VERSIONS (default: every one the Go module proxy serves from v1.0 on), MATRIX_JOBS at once,

@@ -112,6 +112,12 @@ def parser() -> argparse.ArgumentParser:
                    help="with --compare-version: the reports of an earlier comparison of DIR "
                         "(a noise floor, explore's); compare.json's varies lists the fields on "
                         "which two runs of one release differ, among both comparisons' runs")
+    p.add_argument("--compare-to", type=Path, default=None, metavar="REPORTS",
+                   help="diff what this run decided against earlier checks of the same folder "
+                        "(REPORTS: their --reports-dir; the first run there is the baseline) "
+                        "as --compare-version does; compare.json's varies lists the fields on "
+                        "which those earlier runs differ among themselves (their own noise, "
+                        "never suspect). A mutant against its control: docs/killrate.md")
     p.add_argument("--keep-cluster", action="store_true",
                    help="reuse a running cluster of that name and leave it up (emptied of the "
                         "check's objects) at the end")
@@ -144,6 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         return _bad_input(args, f"--floor-of {args.floor_of}: needs --compare-version and the "
                                 "reports of an earlier --compare-version check (a "
                                 "runs/check-*/compare.json in it)")
+    if args.compare_to is not None and (args.compare_version or not report.earlier_results(
+            args.compare_to)):
+        return _bad_input(args, f"--compare-to {args.compare_to}: needs the reports of an "
+                                "earlier check of the folder (a runs/check-*/check.json with "
+                                "its decisions), and not --compare-version")
     if args.snapshot_window is not None:
         try:
             if args.snapshot_out is None or not _snapshot_window(args):
@@ -237,6 +248,8 @@ def _main(args, base: Base | None) -> int:
         if first is not None:
             report.write_comparison(first[1], result, "What the two releases decided",
                                     floor_of=args.floor_of)
+        elif args.compare_to is not None:
+            report.compare_to(report.earlier_results(args.compare_to), result)
         _outputs(args, base, pair, result)
     except Exception as exc:  # noqa: BLE001 - as above: exit 1 would read "expectation failed"
         logging.getLogger("karpenter_e2e.check").exception("writing the outputs broke")
@@ -250,6 +263,9 @@ def _main(args, base: Base | None) -> int:
     if first is not None:
         return EXIT_PASSED if result["passed"] and first[1]["passed"] \
             and not result["compare"]["suspect"] else EXIT_FAILED
+    if args.compare_to is not None:
+        return EXIT_PASSED if result["passed"] and not result["compare"]["suspect"] \
+            else EXIT_FAILED
     return EXIT_PASSED if result["passed"] else EXIT_FAILED
 
 

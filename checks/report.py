@@ -308,7 +308,8 @@ def _oracles(verdict: dict | None) -> list[str]:
     return out + [""]
 
 
-def write_comparison(a: dict, b: dict, title: str, floor_of: Path | None = None) -> str:
+def write_comparison(a: dict, b: dict, title: str, floor_of: Path | None = None,
+                     names: tuple[str, str] | None = None) -> str:
     """compare.md and compare.json beside the second side's report (``b``'s json file): what
     each side decided (their ``decisions``), and the diff; ``b`` gains ``compare`` and the two
     files. Returns the markdown. check --compare-version and a replay's both write it.
@@ -322,7 +323,7 @@ def write_comparison(a: dict, b: dict, title: str, floor_of: Path | None = None)
     da, db = (decisions.Decisions.from_dict(r["decisions"]) for r in (a, b))
     found = decisions.diff(da, db)
     out = Path(b["files"]["json"]).parent
-    text = decisions.markdown(da, db, found, title)
+    text = decisions.markdown(da, db, found, title, names)
     b["compare"] = {"a": da.to_dict(), "b": db.to_dict(), "a_files": a["files"],
                     "differences": [d.to_dict() for d in found],
                     "suspect": len(decisions.suspects(found))}
@@ -341,6 +342,53 @@ def write_comparison(a: dict, b: dict, title: str, floor_of: Path | None = None)
     b["files"].update({"compare_markdown": str(out / "compare.md"),
                        "compare_json": str(out / "compare.json")})
     return text
+
+
+def compare_to(earlier: list[dict], result: dict) -> str:
+    """check --compare-to: ``result`` diffed against the first of ``earlier`` (earlier checks'
+    results of the same folder, the baseline's runs); compare.json's ``varies`` lists the
+    fields on which the earlier runs differ among themselves beyond tolerance (varies_between:
+    the baseline's own noise), ``like_a_baseline_run`` those that differ from the first run
+    but not from another, and ``beyond_noise`` counts the suspect differences on neither,
+    which alone fail the check. Returns the markdown."""
+    from karpenter_e2e.fixtures import decisions
+    text = write_comparison(earlier[0], result, "What the baseline and this run decided",
+                            names=("baseline", "this run"))
+    runs = [decisions.Decisions.from_dict(r["decisions"]) for r in earlier]
+    varies = sorted(varies_between(runs))
+    # A field this run shares with one of the baseline's runs is no change, even where the
+    # two baseline runs differed only in a noted way (a workload's pods bound in one of them,
+    # left pending in the other: its time to running is noted, not a variation).
+    mine = decisions.Decisions.from_dict(result["decisions"])
+    against = [{d.field for d in decisions.suspects(decisions.diff(r, mine))} for r in runs]
+    everywhere = set(against[0]).intersection(*against[1:])  # suspect against every run
+    like = sorted(against[0] - everywhere - set(varies))
+    compared = result["compare"]
+    beyond = [d for d in compared["differences"] if d["status"] == "suspect"
+              and d["field"] not in varies and d["field"] not in like]
+    compared.update(baseline_runs=[r["files"]["json"] for r in earlier], varies=varies,
+                    like_a_baseline_run=like, beyond_noise=len(beyond))
+    text += (f"\nBetween the baseline's {len(earlier)} run(s), beyond tolerance: "
+             f"{', '.join(varies) or 'nothing'}; as one of them: {', '.join(like) or 'nothing'}"
+             f" more; {len(beyond)} suspect difference(s) beyond that.\n")
+    out = Path(result["files"]["json"]).parent
+    (out / "compare.md").write_text(text)
+    (out / "compare.json").write_text(json.dumps(compared, indent=1, default=str))
+    return text
+
+
+def earlier_results(reports: Path) -> list[dict]:
+    """The results (check.json) of the checks an earlier run wrote into ``reports`` that hold
+    a decision record, oldest first; none without them."""
+    found = []
+    for path in Path(reports).glob("runs/check-*/check.json"):
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if result.get("decisions"):
+            found.append(result)
+    return sorted(found, key=lambda r: (r.get("judged_at") or 0.0, r["files"]["json"]))
 
 
 def earlier_records(reports: Path) -> list:

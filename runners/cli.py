@@ -34,6 +34,8 @@ COMMANDS = {name: Subcommand(module, what) for name, module, what in [
     ("bisect", "runners.bisect", "the first release where a scenario fails, or passes again"),
     ("gate", "runners.upgrade_gate", "the upgrade gate: FROM vs TO, the upgrade, the suites on TO"),
     ("mutants", "runners.mutant_matrix", "the kill matrix: each mutant must fail its scenarios"),
+    ("killrate", "runners.killrate",
+     "the oracles' own kill rate: each mutant judged by the generic verdict alone"),
     ("explore", "runners.explore", "generated workloads on FROM (and TO), shrunk when found"),
     ("release-diffs", "runners.release_diffs", "each release diffed against the one before it"),
     ("soak", "runners.soak", "one run N times back to back, each one reported"),
