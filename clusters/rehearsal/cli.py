@@ -1,0 +1,52 @@
+"""`karpenter-e2e rehearsal <step> --name reh-...`: the EKS-like cluster's steps by hand
+(`make eks-rehearsal` runs them around the night's sequence).
+
+    up-aws        kind cluster + fake AWS; prints the environment file the night runs in
+    cluster-up    eksctl's part, then Karpenter by its charts (the night's EKS_CLUSTER_UP)
+    cluster-down  the control plane and eksctl's part (the night's EKS_CLUSTER_DELETE)
+    down          everything, the fake AWS too
+    env           the environment file's path (`set -a; . "$(... env)"; set +a`); with
+                  --template, the getting-started template's (stack.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from karpenter_e2e.clusters.errors import ClusterError
+from karpenter_e2e.clusters.infra import versions
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="karpenter-e2e rehearsal", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("step", choices=("up-aws", "cluster-up", "cluster-down", "down", "env"))
+    p.add_argument("--name", required=True, help="the cluster's name, reh-...")
+    p.add_argument("--karpenter-version", default=versions.AWS_PROVIDER,
+                   help=f"the AWS provider release installed (default {versions.AWS_PROVIDER}); "
+                        f"images and charts are made for {', '.join(versions.AWS_PROVIDER_VERSIONS)} "
+                        "too, as a registry would serve them (the upgrade gate's)")
+    p.add_argument("--template", action="store_true", help="env: the template's path instead")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    from karpenter_e2e.clusters.rehearsal.cluster import Rehearsal
+    try:
+        r = Rehearsal(args.name, args.karpenter_version)
+        if args.step == "up-aws":
+            r.up_aws()
+            print(r.env_file)
+        elif args.step == "cluster-up":
+            r.cluster_up()
+        elif args.step == "cluster-down":
+            r.cluster_down()
+        elif args.step == "down":
+            r.down()
+        else:
+            r.environment()  # refuses when not up
+            print(r.template_file if args.template else r.env_file)
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
