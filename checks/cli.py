@@ -100,7 +100,7 @@ def parser() -> argparse.ArgumentParser:
     # (expect.yaml's catalogue:, else curated), decided once the mode and the plan are known.
     backends.add_options(adder(p.add_argument), modes=MODES, only=(
         "cluster", "cluster-name", "karpenter-version", "kubernetes-version", "catalogue",
-        "karpenter-setting"), defaults={"cluster-name": "karpenter-check",
+        "karpenter-setting", "karpenter-patch"), defaults={"cluster-name": "karpenter-check",
                                         "karpenter-version": None, "catalogue": None})
     p.add_argument("--compare-version", default=None, metavar="VERSION",
                    help="also check DIR on this Karpenter release, at the same time (a "
@@ -347,7 +347,7 @@ def _compared_backend(opts: argparse.Namespace, backend, version: str):
     kube = getattr(backend, "kubernetes_version", None)
     other = backends.create(backends.ClusterOptions.of(argparse.Namespace(**{
         **vars(opts), "karpenter_version": version, "cluster_name": f"{opts.cluster_name}-b",
-        "kubernetes_version": kube})))
+        "kubernetes_version": kube, "karpenter_patch": None})))  # a mutant: the first side's
     other.check_options()
     return other
 

@@ -8,118 +8,37 @@ failing case is shrunk by a bounded number of domain steps (drop a workload, a p
 constraint; halve replicas), each a cluster run, greedily, keeping a step while the failure
 stays (docs/differential.md).
 
-Everything here is pure: a ``Case`` is data; ``write`` renders it as a folder check reads.
+Everything here is pure: a ``Case`` is data (checks/explore_case.py); ``write``
+(checks/explore_manifests.py) renders it as a folder check reads.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
-import yaml
-
-from karpenter_e2e.clusters.api.objects import PAUSE_IMAGE
-
-NAMESPACE = "explore"
-CASE_LABEL = "explore.karpenter-e2e/case"
-POOL_LABEL = "explore.karpenter-e2e/pool"
-ZONES = ("us-west-2a", "us-west-2b", "us-west-2c")
-NODECLASS = {
-    "apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass", "metadata": {"name": "default"},
-    "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}],
-             "role": "KarpenterNodeRole-${CLUSTER_NAME}",
-             "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "${CLUSTER_NAME}"}}],
-             "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "${CLUSTER_NAME}"}}]}}
-
-
-@dataclass
-class Pool:
-    name: str
-    requirements: list[dict] = field(default_factory=list)
-    taint: bool = False  # team=explore:NoSchedule
-    weight: int | None = None
-    cpu_limit: int | None = None
-    policy: str = "WhenEmptyOrUnderutilized"
-    consolidate_after: str = "0s"
-    budgets: list[dict] | None = None  # disruption budgets; None: Karpenter's default (10%)
-    min_values: int | None = None  # minValues on the instance-family key (Exists)
-
-
-@dataclass
-class Workload:
-    name: str
-    pool: str | None  # pinned to a pool by its label, or None: any pool of the case
-    replicas: int
-    cpu: str
-    memory: str | None = None
-    tolerates: bool = False
-    spread: str | None = None  # a topology key, DoNotSchedule
-    spread_anyway: bool = False  # ScheduleAnyway instead
-    anti_affinity: bool = False  # one per node (required, hostname)
-    do_not_disrupt: bool = False
-    pdb: bool = False  # maxUnavailable 1
-    scale_in: int | None = None  # replicas after the scale-out settled
-    prefer_zone: str | None = None  # a preferred node affinity for this zone (weight 50)
-    prefer_apart: bool = False  # a preferred pod anti-affinity on hostname (weight 50)
-    # a claim on a volume that exists only in these zones (a static PV and its class, both
-    # naming them; WaitForFirstConsumer), so the volume decides where Karpenter may launch
-    volume_zones: tuple[str, ...] | None = None
-
-
-@dataclass
-class Daemon:
-    name: str
-    cpu: str
-    tolerates: bool = False
-
-
-@dataclass
-class Case:
-    seed: str
-    pools: list[Pool] = field(default_factory=list)
-    workloads: list[Workload] = field(default_factory=list)
-    daemons: list[Daemon] = field(default_factory=list)
-
-    @property
-    def size(self) -> int:
-        """What shrinking decreases: objects, then constraints, then replicas."""
-        constraints = sum(len(p.requirements) + p.taint + (p.weight is not None)
-                          + (p.cpu_limit is not None) + (p.budgets is not None)
-                          + (p.min_values is not None) for p in self.pools)
-        constraints += sum(bool(w.spread) + w.anti_affinity + w.do_not_disrupt + w.pdb
-                           + (w.scale_in is not None) + (w.memory is not None)
-                           + (w.pool is not None) + (w.prefer_zone is not None) + w.prefer_apart
-                           + (w.volume_zones is not None)
-                           for w in self.workloads)
-        return (100 * (len(self.pools) + len(self.workloads) + len(self.daemons))
-                + 10 * constraints + sum(w.replicas for w in self.workloads))
-
-    def describe(self) -> str:
-        parts = [f"pool {p.name}: " + ", ".join(
-            [f"{r['key'].split('/')[-1]} {r['operator']} {','.join(r.get('values', []))}".strip()
-             for r in p.requirements]
-            + (["tainted"] if p.taint else []) + ([f"weight {p.weight}"] if p.weight else [])
-            + ([f"limit {p.cpu_limit} CPU"] if p.cpu_limit else [])
-            + ([f"budgets {p.budgets}"] if p.budgets is not None else [])
-            + ([f"family minValues {p.min_values}"] if p.min_values else [])
-            + [f"{p.policy} after {p.consolidate_after}"]) for p in self.pools]
-        parts += [f"{w.name}: {w.replicas}x {w.cpu}" + (f"/{w.memory}" if w.memory else "")
-                  + (f" on {w.pool}" if w.pool else "")
-                  + (f", spread {w.spread.split('/')[-1]}" + (" anyway" if w.spread_anyway else "")
-                     if w.spread else "")
-                  + (", one per node" if w.anti_affinity else "")
-                  + (", do-not-disrupt" if w.do_not_disrupt else "") + (", PDB" if w.pdb else "")
-                  + (f", scaled to {w.scale_in}" if w.scale_in is not None else "")
-                  + (f", prefers {w.prefer_zone}" if w.prefer_zone else "")
-                  + (", prefers apart" if w.prefer_apart else "")
-                  + (f", volume in {','.join(z[-1] for z in w.volume_zones)}"
-                     if w.volume_zones else "")
-                  for w in self.workloads]
-        parts += [f"daemon {d.name}: {d.cpu}" for d in self.daemons]
-        return "; ".join(parts)
+from karpenter_e2e.checks.explore_case import (  # noqa: F401 - the case's names, explore's too
+    CASE_LABEL,
+    DAEMON_EXTRAS,
+    DONGLE,
+    NAMESPACE,
+    POOL_EXTRAS,
+    POOL_LABEL,
+    WORKLOAD_EXTRAS,
+    ZONE_KEY,
+    ZONES,
+    Case,
+    Daemon,
+    Overlay,
+    Pool,
+    Workload,
+    empty_value,
+)
+from karpenter_e2e.checks.explore_manifests import gates, manifests, write  # noqa: F401
+from karpenter_e2e.clusters.api.labels import CPUS, GENERATION, GPU_COUNT
+from karpenter_e2e.clusters.karpenter import features
 
 
 # ---- generation --------------------------------------------------------------------------------
@@ -147,8 +66,10 @@ def _requirements(rng: random.Random) -> list[dict]:
     return reqs
 
 
-def generate(seed: str, index: int) -> Case:
-    """Case ``index`` of the run ``seed``: the same pair always gives the same case."""
+def generate(seed: str, index: int, releases: tuple[str, ...] = ()) -> Case:
+    """Case ``index`` of the run ``seed``: the same pair always gives the same case. An input
+    one of ``releases`` lacks (clusters/karpenter/features.py) is left out of it (none: every
+    input may be drawn)."""
     rng = random.Random(f"{seed}/{index}")
     case = Case(f"{seed}/{index}")
     for i in range(rng.choice([1, 1, 2])):
@@ -185,127 +106,179 @@ def generate(seed: str, index: int) -> Case:
     for w in case.workloads:
         if vol.random() < 0.2:
             w.volume_zones = tuple(sorted(vol.sample(ZONES, vol.choice([1, 2]))))
+    # The rest of the inventory, from a third stream, the same way: added, never changing what
+    # the first two drew.
+    _inputs(case, random.Random(f"{seed}/{index}/inputs"))
+    _supported(case, releases)
     return case
 
 
-# ---- rendering ---------------------------------------------------------------------------------
-def manifests(case: Case) -> list[dict]:
-    out: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                       copy.deepcopy(NODECLASS)]
+def _inputs(case: Case, rng: random.Random) -> None:
+    """The inputs of the inventory (docs/coverage.md) the first streams never drew: more
+    requirement operators, taint effects, pool annotations and limits, a scheduled budget, a
+    static pool; pod resources, containers, affinities and spread fields; DaemonSet selection;
+    a NodeOverlay, a CapacityBuffer, Karpenter's settings and feature gates. Each with a
+    chance, so that most cases still run most pods."""
     for p in case.pools:
-        spec: dict = {
-            "template": {"metadata": {"labels": {CASE_LABEL: "on", POOL_LABEL: p.name}},
-                         "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws",
-                                                   "kind": "EC2NodeClass", "name": "default"},
-                                  "expireAfter": "Never",
-                                  "requirements": copy.deepcopy(p.requirements)}},
-            "disruption": {"consolidationPolicy": p.policy,
-                           "consolidateAfter": p.consolidate_after}}
-        if p.taint:
-            spec["template"]["spec"]["taints"] = [{"key": "team", "value": "explore",
-                                                   "effect": "NoSchedule"}]
-        if p.weight is not None:
-            spec["weight"] = p.weight
-        if p.cpu_limit is not None:
-            spec["limits"] = {"cpu": str(p.cpu_limit)}
-        if p.budgets is not None:
-            spec["disruption"]["budgets"] = copy.deepcopy(p.budgets)
-        if p.min_values is not None:
-            spec["template"]["spec"]["requirements"].append(
-                {"key": "karpenter.k8s.aws/instance-family", "operator": "Exists",
-                 "minValues": p.min_values})
-        out.append({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-                    "metadata": {"name": p.name}, "spec": spec})
-    toleration = [{"key": "team", "operator": "Equal", "value": "explore", "effect": "NoSchedule"}]
-    for w in case.workloads:
-        labels = {"app": w.name}
-        requests = {"cpu": w.cpu, **({"memory": w.memory} if w.memory else {})}
-        pod: dict = {"terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "pause", "image": PAUSE_IMAGE,
-                                     "resources": {"requests": requests}}],
-                     "nodeSelector": {CASE_LABEL: "on", **({POOL_LABEL: w.pool} if w.pool else {})}}
-        if w.tolerates:
-            pod["tolerations"] = toleration
+        if rng.random() < 0.3:
+            p.more_requirements.append(rng.choice([
+                {"key": GPU_COUNT, "operator": "DoesNotExist"},
+                {"key": GENERATION, "operator": "Gte", "values": [str(rng.choice([5, 6]))]},
+                {"key": CPUS, "operator": "Lte", "values": [str(rng.choice([8, 16, 32]))]}]))
+        p.extra_taint = rng.choice([None, None, None, "PreferNoSchedule", "PreferNoSchedule",
+                                    "NoExecute"])
+        p.annotated = rng.random() < 0.2
+        p.do_not_disrupt = rng.random() < 0.08
+        p.memory_limit = rng.choice([None] * 6 + ["64Gi", "256Gi"])
+        p.node_limit = rng.choice([None] * 6 + [3, 6])
+        p.budget_window = rng.random() < 0.15
+        p.grace = rng.choice([None] * 5 + ["30s", "10m"])
+    if rng.random() < 0.12:  # a static pool: pinned to by no workload, as the first pools are
+        replicas = rng.randint(1, 2)
+        case.pools.append(Pool("s0", _requirements(rng), replicas=replicas,
+                               node_limit=rng.choice([None, replicas])))
+    if rng.random() < 0.12:  # a Balanced pool: a move only when its savings outweigh it
+        case.pools.append(Pool("b0", _requirements(rng), policy="Balanced",
+                               consolidate_after=rng.choice(["0s", "30s"])))
+    extra = {p.name: p.extra_taint for p in case.pools if p.extra_taint}
+    tainted = {p.name for p in case.pools if p.taint}
+    if rng.random() < 0.15:  # a Job's pods, beside the Deployments
+        case.workloads.append(Workload(
+            "j0", None, rng.randint(1, 4), rng.choice(["250m", "500m", "1"]), job=True,
+            tolerates=bool(tainted) and rng.random() < 0.5))
+    for i, w in enumerate(case.workloads):
+        w.ephemeral = rng.choice([None] * 5 + ["1Gi", "4Gi"])
+        w.init_cpu = rng.choice([None] * 7 + ["2"])
+        w.sidecar_cpu = rng.choice([None] * 7 + ["250m"])
+        w.overhead = rng.random() < 0.12
+        w.host_port = 8000 + i if rng.random() < 0.12 else None
+        w.zone_terms = rng.choice([None] * 15 + list(ZONES))
+        w.pod_affinity = rng.choice([None] * 7 + ["required", "preferred"])
         if w.spread:
-            pod["topologySpreadConstraints"] = [{
-                "maxSkew": 1, "topologyKey": w.spread, "labelSelector": {"matchLabels": labels},
-                "whenUnsatisfiable": "ScheduleAnyway" if w.spread_anyway else "DoNotSchedule"}]
-        if w.anti_affinity:
-            pod["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": labels}}]}}
-        if w.prefer_zone:
-            pod.setdefault("affinity", {})["nodeAffinity"] = {
-                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "preference": {
-                    "matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In",
-                                          "values": [w.prefer_zone]}]}}]}
-        if w.prefer_apart:
-            pod.setdefault("affinity", {}).setdefault("podAntiAffinity", {})[
-                "preferredDuringSchedulingIgnoredDuringExecution"] = [{"weight": 50, "podAffinityTerm": {
-                    "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": labels}}}]
-        if w.volume_zones:
-            out += _volume(w.name, w.volume_zones)
-            pod["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": w.name}}]
-            pod["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
-        meta: dict = {"labels": labels}
-        if w.do_not_disrupt:
-            meta["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
-        out.append({"apiVersion": "apps/v1", "kind": "Deployment",
-                    "metadata": {"name": w.name, "namespace": NAMESPACE},
-                    "spec": {"replicas": w.replicas, "selector": {"matchLabels": labels},
-                             "template": {"metadata": meta, "spec": pod}}})
-        if w.pdb:
-            out.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                        "metadata": {"name": w.name, "namespace": NAMESPACE},
-                        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}})
+            w.min_domains = rng.choice([None, None, 2, 3]) \
+                if w.spread == ZONE_KEY and not w.spread_anyway else None
+            w.affinity_policy = rng.choice([None, None, "Honor", "Ignore"])
+            w.taints_policy = rng.choice([None, None, "Honor", "Ignore"])
+            w.match_label_keys = rng.random() < 0.3
+        # a pool tainted NoExecute takes only pods that tolerate it: those pinned to it do
+        w.tolerates_extra = (w.pool is not None and extra.get(w.pool) == "NoExecute") or (
+            bool(extra) and rng.random() < 0.4)
+        w.protected_for = rng.choice([None] * 8 + ["90s"]) if not w.do_not_disrupt else None
+        w.pdb_always_allow = w.pdb and rng.random() < 0.4
+        w.missing_claim = not w.volume_zones and rng.random() < 0.05
+    if not case.daemons and rng.random() < 0.25:
+        case.daemons.append(Daemon("d1", rng.choice(["100m", "250m"]), tolerates=bool(tainted)))
     for d in case.daemons:
-        labels = {"app": d.name}
-        out.append({"apiVersion": "apps/v1", "kind": "DaemonSet",
-                    "metadata": {"name": d.name, "namespace": NAMESPACE},
-                    "spec": {"selector": {"matchLabels": labels}, "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {"terminationGracePeriodSeconds": 0,
-                                 "nodeSelector": {CASE_LABEL: "on"},
-                                 **({"tolerations": toleration} if d.tolerates else {}),
-                                 "containers": [{"name": "pause", "image": PAUSE_IMAGE, "resources": {
-                                     "requests": {"cpu": d.cpu}}}]}}}})
-    return out
+        d.tolerates_extra = bool(extra) and rng.random() < 0.5
+        d.arch = rng.choice([None] * 4 + ["amd64", "arm64"])
+        d.arch_terms = rng.random() < 0.15
+        d.prefers_zone = rng.choice([None] * 5 + list(ZONES))
+        d.registered = rng.random() < 0.15
+    if rng.random() < 0.15:
+        category = rng.choice(["c", "m", "r"])
+        if rng.random() < 0.5:
+            case.overlay = Overlay(category, price_adjustment=rng.choice(["-50%", "+20%"]))
+        else:
+            case.overlay = Overlay(category)
+            rng.choice(case.workloads).dongle = True
+    if rng.random() < 0.1:
+        case.buffer = rng.randint(1, 3)
+    for gate in OPTIONAL_GATES:
+        if rng.random() < 0.1:
+            case.settings[gate] = "true"
+    if rng.random() < 0.2:
+        case.settings["MIN_VALUES_POLICY"] = "BestEffort"
+    if rng.random() < 0.12:
+        case.settings["PREFERENCE_POLICY"] = "Ignore"
+    if rng.random() < 0.12:
+        case.settings.update(BATCH_IDLE_DURATION="3s", BATCH_MAX_DURATION="15s")
+    if rng.random() < 0.08:
+        case.settings["SCHEDULER_CONFIG"] = DEFAULT_ZONE_SPREAD
 
 
-def _volume(name: str, zones: tuple[str, ...]) -> list[dict]:
-    """A class allowing ``zones`` (no provisioner: the PV is made here, bound where the first
-    pod lands), a PV that exists only there, and the workload's claim on it (its pods share it)."""
-    in_zones = {"key": "topology.kubernetes.io/zone", "values": list(zones)}
-    cls = f"explore-{name}"
-    return [
-        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": cls},
-         "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
-         "allowedTopologies": [{"matchLabelExpressions": [in_zones]}]},
-        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": cls},
-         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                  "storageClassName": cls, "hostPath": {"path": f"/tmp/{cls}"},
-                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                      {**in_zones, "operator": "In"}]}]}}}},
-        {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-         "metadata": {"name": name, "namespace": NAMESPACE},
-         "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": cls,
-                  "resources": {"requests": {"storage": "1Gi"}}}}]
+# The inputs of the inventory (clusters/karpenter/inputs.py) explore never draws, and why;
+# every other input a folder can carry (checks/carried.py) some case draws
+# (tests/test_explore.py holds the two to the inventory). Those no simulated node can show
+# are the inventory's own (its ``kwok``), added below.
+_CHANGES = ("a change to a pool after it launched, which no folder carries: a case is applied "
+            "once and scaled in (a change is check's `steps:`); the drift scenarios cover it")
+NOT_DRAWN: dict[str, str] = {
+    "nodepool.template.drift": _CHANGES,
+    "nodepool.requirements.drift": _CHANGES,
+    "nodepool.outsideHash": _CHANGES,
+    "nodepool.crdRules": "explore draws valid pools only: a case the API server refuses is a "
+                         "generator defect (check exits 2, explore stops); the validation "
+                         "scenario covers what the CRD refuses",
+    "nodepool.template.startupTaints": "nothing in a case takes a startup taint off (an agent on "
+                                       "the node does; the startup-taints scenario plays it), so "
+                                       "its NodeClaims would never turn Initialized and the case "
+                                       "never settle",
+    "nodepool.template.expireAfter": "a case's pools expire Never: an expiry within a case's few "
+                                     "minutes would replace nodes while it-settles watches for "
+                                     "quiet (a healthy Karpenter's churn, judged as one), and a "
+                                     "longer one decides nothing in the window; the expiration "
+                                     "scenarios cover it",
+    "nodeclaim.nodepoolHash": "an upgrade's: a case runs on one release at a time; the upgrade "
+                              "gate covers it",
+    "node.taints": "a taint an add-on puts on a launched node: nothing in a case touches a node "
+                   "after launch; the chaos-runaway scenario plays one",
+    "node.conditions": "a condition a health agent sets on a node: nothing in a case does; the "
+                       "node-repair scenario sets KWOK's simulated fault",
+    "provider.interruption": "an interruption message on the AWS provider's queue, sent from "
+                             "outside the cluster; the interruption scenario (aws-sim, eks) "
+                             "sends one",
+}
 
 
-def write(case: Case, folder: Path) -> Path:
-    """The case as a folder `check` takes: manifests.yaml and expect.yaml (the scale-in, if
-    any; no expectations of its own: explore's verdict is the oracles' and the diff's)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "manifests.yaml").write_text(
-        f"# explore case {case.seed}: {case.describe()}\n"
-        + yaml.safe_dump_all(manifests(case), sort_keys=False))
-    scale_in = {w.name: w.scale_in for w in case.workloads if w.scale_in is not None}
-    expect: dict = {"scale_in": scale_in} if scale_in else {}
-    # Every workload's pods run when they can: a case is drawn so that most can, and the
-    # default expectation says which did not (the verdict is the oracles' and the diff's).
-    (folder / "expect.yaml").write_text(
-        f"# explore case {case.seed}\n" + (yaml.safe_dump(expect, sort_keys=False) if expect
-                                           else "{}\n"))
-    return folder
+def not_drawn() -> dict[str, str]:
+    """NOT_DRAWN with the inputs no simulated node can show (the inventory's reasons)."""
+    from karpenter_e2e.clusters.karpenter.inputs import INPUTS
+    return {**{i.id: f"no simulated node can show it: {i.kwok}" for i in INPUTS if i.kwok},
+            **NOT_DRAWN}
+
+
+# The feature gates a case may turn on by chance; the others come with what needs them.
+OPTIONAL_GATES = ("SpotToSpotConsolidation", "NodeRepair", "TerminateFirstDrift",
+                  "TerminateFirstRepair", "PodDeletionCostManagement")
+# SCHEDULER_CONFIG as a cluster whose kube-scheduler spreads by zone gives it.
+DEFAULT_ZONE_SPREAD = json.dumps({"podTopologySpread": {"defaultConstraints": [{
+    "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+    "whenUnsatisfiable": "DoNotSchedule"}]}}, separators=(",", ":"))
+
+
+def _supported(case: Case, releases: tuple[str, ...]) -> None:
+    """Leave out of ``case`` what one of ``releases`` lacks: its check would be refused (a
+    setting it does not read, a field its CRDs reject) or would test something else."""
+    def has(feature: str) -> bool:
+        return all(features.has(v, feature) for v in releases)
+
+    if not has("requirement-gte-lte"):
+        for p in case.pools:
+            p.more_requirements = [r for r in p.more_requirements
+                                   if r["operator"] not in ("Gte", "Lte")]
+    if not has("static-capacity"):
+        case.pools = [p for p in case.pools if p.replicas is None]
+    if not has("balanced-consolidation"):
+        case.pools = [p for p in case.pools if p.policy != "Balanced"]
+    for w in case.workloads:
+        w.protected_for = w.protected_for if has("do-not-disrupt-duration") else None
+        w.match_label_keys = w.match_label_keys and has("spread-match-label-keys")
+        w.affinity_policy = w.affinity_policy if has("spread-node-affinity-policy") else None
+        w.taints_policy = w.taints_policy if has("spread-node-taints-policy") else None
+    if case.overlay is not None and not has("node-overlay"):
+        case.overlay = None
+        for w in case.workloads:
+            w.dongle = False
+    if case.buffer is not None and not has("capacity-buffer"):
+        case.buffer = None
+    for key, feature in (("MIN_VALUES_POLICY", "min-values-policy"),
+                         ("PREFERENCE_POLICY", "preference-policy"),
+                         ("SCHEDULER_CONFIG", "scheduler-config")):
+        if key in case.settings and not has(feature):
+            del case.settings[key]
+    for gate in OPTIONAL_GATES:
+        if gate in case.settings and not all(gate in features.gates_known(v) for v in releases):
+            del case.settings[gate]
 
 
 # ---- shrinking ---------------------------------------------------------------------------------
@@ -328,15 +301,20 @@ def smaller(case: Case) -> Iterator[Case]:
     for i, p in enumerate(case.pools):
         for j in range(2, len(p.requirements)):  # arch and capacity type stay
             yield variant(lambda c, i=i, j=j: c.pools[i].requirements.pop(j))
+        for j in range(len(p.more_requirements)):
+            yield variant(lambda c, i=i, j=j: c.pools[i].more_requirements.pop(j))
         for attr, empty in (("taint", False), ("weight", None), ("cpu_limit", None),
-                            ("budgets", None), ("min_values", None)):
+                            ("budgets", None), ("min_values", None),
+                            *((a, empty_value(getattr(p, a))) for a in POOL_EXTRAS)):
             if getattr(p, attr) != empty:
                 yield variant(lambda c, i=i, attr=attr, empty=empty: setattr(c.pools[i], attr, empty))
     for i, w in enumerate(case.workloads):
         for attr, empty in (("spread", None), ("anti_affinity", False), ("do_not_disrupt", False),
                             ("pdb", False), ("scale_in", None), ("memory", None), ("pool", None),
                             ("prefer_zone", None), ("prefer_apart", False),
-                            ("volume_zones", None)):
+                            ("volume_zones", None),
+                            *((a, empty_value(getattr(w, a))) for a in WORKLOAD_EXTRAS
+                              if a not in ("job", "dongle"))):  # a Job goes whole; see overlay
             if getattr(w, attr) != empty:
                 yield variant(lambda c, i=i, attr=attr, empty=empty: setattr(c.workloads[i], attr, empty))
         if w.replicas > 1:
@@ -345,3 +323,18 @@ def smaller(case: Case) -> Iterator[Case]:
                 if c.workloads[i].scale_in is not None:
                     c.workloads[i].scale_in = min(c.workloads[i].scale_in, c.workloads[i].replicas)
             yield variant(halve)
+    for i, d in enumerate(case.daemons):
+        for attr in DAEMON_EXTRAS:
+            if getattr(d, attr) not in (None, False):
+                yield variant(lambda c, i=i, attr=attr: setattr(
+                    c.daemons[i], attr, empty_value(getattr(c.daemons[i], attr))))
+    if case.overlay is not None:
+        def no_overlay(c):
+            c.overlay = None
+            for w in c.workloads:  # nothing offers the dongle any more
+                w.dongle = False
+        yield variant(no_overlay)
+    if case.buffer is not None:
+        yield variant(lambda c: setattr(c, "buffer", None))
+    for key in case.settings:
+        yield variant(lambda c, key=key: c.settings.pop(key))

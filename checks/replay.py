@@ -19,7 +19,7 @@ verified object by object, then left to Karpenter for a window (docs/replay.md).
 
 Long because a replay is one sequence over one Replayer (rebuild, verify, change, window,
 from scratch) and its report; the seam for a split is the report and comparisons
-(replay_once's second half), not done yet.
+(replay_once's second half): the window's section is rendering/replay_window.py.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from karpenter_e2e.clusters.karpenter.clock import BATCH_MAX_S
 from karpenter_e2e.fixtures import decisions, oracles
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline
+from karpenter_e2e.rendering import replay_window
 
 log = logging.getLogger("karpenter_e2e.replay")
 
@@ -505,7 +506,7 @@ def replay_once(folder: Path, about: dict, objects: dict[str, list[dict]], backe
             result.update(decisions=d.to_dict(), oracles=verdict.to_dict(),
                           cost_before=before, cost_after=cost_now(kube),
                           blocked=_blocked(rec))
-            report += [_acted(result, window_s), _pictures(pictures),
+            report += [replay_window.acted(result, window_s), _pictures(pictures),
                        "## Oracles", "", "```", verdict.summary(), "```"]
             report.append(against_original(folder, window_s, d, result))
         if scratch is not None:
@@ -631,20 +632,3 @@ def _blocked(rec) -> dict[str, list[str]]:
             if ev["reason"] == "DisruptionBlocked" and ev["message"] not in out.get(node, []):
                 out.setdefault(node, []).append(ev["message"])
     return out
-
-
-def _acted(result: dict, window_s: float) -> str:
-    d = result["decisions"]
-    lines = [f"## What Karpenter did in {window_s:.0f}s", "",
-             f"Cost per hour: ${result['cost_before']:.4f} before, ${result['cost_after']:.4f} "
-             f"after. NodeClaims launched: {d['nodeclaims']}"
-             + (f" ({', '.join(f'{n} {t}' for t, n in d['instance_types'].items())})"
-                if d["instance_types"] else "") + ".", ""]
-    if d["disruptions"]:
-        lines += ["Disrupted, by reason:", ""] + [f"- {why}: {n}" for why, n in d["disruptions"].items()]
-    else:
-        lines.append("Nothing disrupted.")
-    if result["blocked"]:
-        lines += ["", "Left alone, and why (Karpenter's DisruptionBlocked events):", ""]
-        lines += [f"- {node}: {'; '.join(msgs)}" for node, msgs in sorted(result["blocked"].items())]
-    return "\n".join(lines) + "\n"

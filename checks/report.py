@@ -61,6 +61,7 @@ def tables(result: dict, pictures: bool = False) -> str:
            f"{result['karpenter_version']}; scale {result.get('scale') or 'as written'}; "
            f"{'settled' if result['settled'] else 'DID NOT SETTLE: ' + result['settle_error']}"
            f" after {result['timings'].get('settle_s', 0):.1f}s", ""]
+    out += stopped_early(result)
     if ran := result.get("ran"):
         out += [f"Ran: Karpenter {ran['karpenter']} ({ran['karpenter_build']} build, sha256 "
                 f"{ran['karpenter_sha256'][:12]}) on Kubernetes {ran['kubernetes']}; feature "
@@ -100,6 +101,21 @@ def tables(result: dict, pictures: bool = False) -> str:
                                           for k, v in t.items()),
             "", f"**{'PASSED' if result['passed'] else 'FAILED'}**", ""]
     return "\n".join(out)
+
+
+def stopped_early(result: dict) -> list[str]:
+    """The line saying the check stopped waiting once its verdict was decided, and why."""
+    stop = result.get("stopped_early")
+    if not stop:
+        return []
+    when = [f"{stop['decided_at'] - stop.get('applied_at', result['started']):.0f}s after the "
+            f"{'apply' if 'applied_at' in stop else 'check began'}"]
+    if stop.get("evidence_logged_at"):
+        when.append(f"{stop['decided_at'] - stop['evidence_logged_at']:.0f}s after Karpenter "
+                    "logged it")
+    return [f"**Stopped early**, {', '.join(when)}: [{stop['oracle']}] {stop['what']}. That "
+            "finding decides the verdict whatever happens next, so the waits after it ended "
+            "at once instead of running out their timeouts.", ""]
 
 
 def _cell(text: str) -> str:

@@ -32,10 +32,10 @@ from karpenter_e2e.checks.manifests import Bundle, Manifest
 from karpenter_e2e.checks.steps import Step
 from karpenter_e2e.checks.variables import Variables
 from karpenter_e2e.clusters.api.kube import NODEPOOL, Kind, Kube
-from karpenter_e2e.clusters.api.waits import WaitTimeout, unstoppable
+from karpenter_e2e.clusters.api.waits import WaitTimeout, unstoppable, until_decided
 from karpenter_e2e.clusters.awssim import build as awsbuild
 from karpenter_e2e.clusters.errors import ClusterError
-from karpenter_e2e.fixtures import decisions, oracles
+from karpenter_e2e.fixtures import decided, decisions, oracles
 from karpenter_e2e.fixtures.isolation import new_run_id
 from karpenter_e2e.fixtures.timeline import ALL_NAMESPACES, Timeline, karpenter_events, machines
 
@@ -226,8 +226,14 @@ class Check:
         t = self._timed("apply_s", t)
         settler = settle.Settler(self.kube, self.plan.bundle)
         settled, settle_error = True, ""
+        # A finding of Karpenter's log decides the verdict as soon as it is made: the waits
+        # below stop then, not at their timeout (fixtures/decided.py).
+        early = decided.Decided(info.karpenter_log, offset, timeline.test_id,
+                                info.versions.get("karpenter", ""),
+                                self.plan.expect.oracles_not_applicable)
         try:
-            settler.scaled_out(self.workloads(mapped))
+            with until_decided(early):
+                settler.scaled_out(self.workloads(mapped))
         except WaitTimeout as exc:
             settled, settle_error = False, str(exc).splitlines()[0]
         t = self._timed("settle_s", t)
@@ -247,8 +253,9 @@ class Check:
         ran = None
         if self.plan.steps:
             ops = _Cluster(self, applier, timeline, snapshot, nodeclass)
-            ran = steps.run(self.plan.steps, ops, out_snap) if settled else \
-                steps.not_run(self.plan.steps, "the folder's own apply did not settle")
+            with until_decided(early):
+                ran = steps.run(self.plan.steps, ops, out_snap) if settled else \
+                    steps.not_run(self.plan.steps, "the folder's own apply did not settle")
             results += ran.results
             if ran.settle_error:
                 settled, settle_error = False, ran.settle_error
@@ -263,11 +270,16 @@ class Check:
                                 info.versions.get("karpenter", ""), [ALL_NAMESPACES],
                                 pools_selector="")
         result["karpenter_log"] = record.log_scan.summary()  # the oracle's one reading of it
-        verdict = oracles.judge(record, self.plan.expect.oracles_not_applicable)
+        # stopped early: judged by the final oracles alone (the others would judge a cut run)
+        verdict = oracles.judge(record, {**early.cut_short(),
+                                         **self.plan.expect.oracles_not_applicable})
         result["oracles"] = verdict.to_dict()
         # What Karpenter decided, as two releases' runs of this folder compare (--compare-version)
         result["decisions"] = decisions.record(record, verdict).to_dict()
         result["passed"] = result["passed"] and not verdict.failed
+        result["judged_at"] = time.time()
+        if (stopped := early.to_dict()) is not None:  # the report says so, and why
+            result["stopped_early"] = dict(stopped, applied_at=t_apply)
         report.write(result, self.out_dir)  # check.json again: with the verdict and the decisions
         return result
 

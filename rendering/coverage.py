@@ -246,4 +246,12 @@ def render(tests: list[Test] | None = None, mutants: list[Mutant] | None = None,
               "scenarios that must catch it:", ""]
     lines += [f"- `{m.name}` ({', '.join(m.scenarios)}): {m.regression}" for m in spare] \
         or ["- none"]
+    from karpenter_e2e.checks.explore import not_drawn  # the generator's own table
+    skipped = not_drawn()
+    lines += ["", "## Inputs explore does not draw", "",
+              f"`make explore` ([differential](differential.md)) draws {len(table) - len(skipped)} "
+              f"of the {len(table)} inputs: each is carried by some generated case, read from the "
+              "manifests and settings it writes (checks/carried.py; tests/test_explore.py holds "
+              "the generator to this inventory). The others, and why:", ""]
+    lines += [f"- `{i}`: {_cell(why)}" for i, why in sorted(skipped.items())]
     return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ from karpenter_e2e.rendering.coverage import COMMAND, ROOT, SUITES
 OUT = ROOT / "docs" / "oracles.md"
 BOUNDS = ("DECISION_BOUND_S", "SCHEDULING_ROUND_S", "ROUND_SPREAD_S", "DAEMON_RETRY_S", "LEFT_OUT_LAG_S",
           "BATCH_IDLE_S", "BATCH_MAX_S", "SETTLE_MARGIN_S", "SETTLE_WINDOWS", "SETTLE_EXPIRY_FLOOR_S",
-          "STATE_LAG_S")
+          "STATE_LAG_S", "RUNAWAY_LAUNCHES", "SOLVE_TIMEOUT_S")
 
 
 def declared(suites: Path = SUITES) -> list[tuple[str, str, str]]:
@@ -62,6 +62,20 @@ def render(suites: Path = SUITES) -> str:
         "| oracle | what it judges | how |", "|---|---|---|"]
     for o in oracles.ORACLES:
         lines.append(f"| `{o.name}` | {o.title} | {_doc(o.judge)} |")
+    final = [f"`{o.name}`" for o in oracles.ORACLES if o.final]
+    lines += ["", "## A verdict decided early", "",
+              f"The findings of {', '.join(final)} no later event can undo (Karpenter's log only "
+              "grows), so it is also asked while a run waits (fixtures/decided.py, every 2 s "
+              "when Karpenter logged an error or a panic's words since): its first finding ends "
+              "every wait of the run at once instead of its timeout (a scenario's, a check's "
+              "settle, the judging's own). A run stopped so is judged by the final oracles "
+              "alone: the others would judge a run cut short (a NodeClaim stopped mid-launch "
+              "read as a broken plan), and say *not judged: the run stopped early*. A scenario "
+              "stopped so fails with the oracle's verdict and the wait it stopped (`stopped "
+              "early: ...`); a check's report says **Stopped early**, when, and why. Teardowns "
+              "run to their end. Off with the "
+              "oracles (`--karpenter-oracles=off`), and for a run that declares the oracle not "
+              "applicable."]
     lines += ["", "## Bounds", "",
               "Each from Karpenter's clocks (`clusters/karpenter/clock.py`, where the "
               "derivation is written beside the value).", "", "| name | seconds |", "|---|---|"]

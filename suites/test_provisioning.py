@@ -420,6 +420,40 @@ def test_daemonset_requests_are_counted_when_sizing_nodes(nodepool_factory, infl
     timings.notes["instance_types"] = ", ".join(sorted(n.metadata.labels[INSTANCE_TYPE] for n in nodes))
 
 
+# What kube-proxy, CNI and log agents carry: they run on every node, whatever its taints.
+TOLERATES_EVERYTHING = [{"operator": "Exists"}]
+
+
+@pytest.mark.scenario("daemonset-tolerates-all")
+@pytest.mark.covers("daemonset.overhead", "daemonset.tolerations")
+def test_daemonset_tolerating_every_taint_is_counted_though_it_lands_first(
+        nodepool_factory, inflate_factory, expect, timings):
+    """A DaemonSet tolerating every taint (as kube-proxy and CNI agents do) asking 1 CPU, then
+    one 1-CPU pod: its daemon pod takes the new node first (it tolerates the taint the node
+    registers with, karpenter.sh/unregistered), so Karpenter must have sized the one NodeClaim
+    for both: the pod runs beside the daemon, and no second NodeClaim is launched for it."""
+    with step("given the default pool and a DaemonSet tolerating every taint, 1 CPU"):
+        pool = nodepool_factory("default")
+        daemon = inflate_factory.daemonset("everywhere", cpu="1", node_selector=pool.template_labels,
+                                           tolerations=TOLERATES_EVERYTHING)
+        inflate = inflate_factory(replicas=0, node_selector=pool.template_labels)
+
+    with step("scale inflate to 1"):
+        inflate.scale(1)
+
+    with step("expect the pod Running beside the daemon on the one NodeClaim, sized for both"):
+        (node,) = expect.pods_on(expect.eventually_pods_running(inflate, 1)).values()
+        claims = expect.eventually_nodes_launched_by_karpenter(pool, [node])
+        cpu = {name: float(parse_quantity(c["spec"]["resources"]["requests"]["cpu"]))
+               for name, c in claims.items()}
+        assert list(cpu.values()) == [2.0], \
+            f"NodeClaim requests (CPU) by node {cpu} for one 1-CPU pod: expected 2 (the pod and " \
+            f"the {daemon} daemon, which tolerates every taint)"
+        launched = sorted(view.name(c) for c in expect.nodeclaims(pool))
+        assert len(launched) == 1, f"NodeClaims of {pool.name} for one pod: {launched}"
+    timings.notes["instance_types"] = node.metadata.labels[INSTANCE_TYPE]
+
+
 TEAM_TOLERATION = [{"key": "team", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]
 
 

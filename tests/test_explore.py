@@ -34,15 +34,16 @@ def test_every_generated_case_is_a_folder_check_accepts(index, tmp_path):
 
 def test_the_generator_draws_from_the_whole_inventory_it_names():
     cases = [explore.generate(SEED, i) for i in range(200)]
-    operators = {r["operator"] for c in cases for p in c.pools for r in p.requirements}
-    assert operators == {"In", "NotIn", "Gt", "Lt", "Exists"}
+    operators = {r["operator"] for c in cases for p in c.pools
+                 for r in p.requirements + p.more_requirements}
+    assert operators == {"In", "NotIn", "Gt", "Lt", "Exists", "DoesNotExist", "Gte", "Lte"}
     ws = [w for c in cases for w in c.workloads]
     for attr in ("spread", "spread_anyway", "anti_affinity", "do_not_disrupt", "pdb", "memory",
                  "tolerates", "pool", "prefer_zone", "prefer_apart", "volume_zones"):
         assert any(getattr(w, attr) for w in ws), attr
     assert any(w.scale_in == 0 for w in ws) and any(w.scale_in for w in ws)
     pools = [p for c in cases for p in c.pools]
-    assert {p.policy for p in pools} == {"WhenEmpty", "WhenEmptyOrUnderutilized"}
+    assert {p.policy for p in pools} == {"WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced"}
     assert any(p.taint for p in pools) and any(p.cpu_limit for p in pools)
     assert any(p.weight for p in pools) and any(c.daemons for c in cases)
     assert {str(p.budgets) for p in pools} >= {"None", "[{'nodes': '0'}]", "[{'nodes': '1'}]"}
@@ -84,7 +85,34 @@ def test_volumes_came_without_changing_the_cases_recorded_seeds_drew():
     case = explore.generate("nightly-v1.14.0-v1.14.1", 0)
     for w in case.workloads:
         w.volume_zones = None
+    _without_inputs(case)
     assert case.describe() == recorded
+
+
+def _without_inputs(case: explore.Case) -> None:
+    """``case`` as the first two streams drew it: what the inputs stream drew taken out."""
+    case.pools = [p for p in case.pools if p.name not in ("s0", "b0")]
+    case.workloads = [w for w in case.workloads if not w.job]
+    case.daemons = [d for d in case.daemons if d.name != "d1"]
+    for obj, extras in [(p, explore.POOL_EXTRAS) for p in case.pools] \
+            + [(w, explore.WORKLOAD_EXTRAS) for w in case.workloads] \
+            + [(d, explore.DAEMON_EXTRAS) for d in case.daemons]:
+        for a in extras:
+            setattr(obj, a, explore.empty_value(getattr(obj, a)))
+    for p in case.pools:
+        p.more_requirements = []
+    case.settings, case.overlay, case.buffer = {}, None, None
+
+
+@pytest.mark.parametrize("index", range(40))
+def test_the_inputs_stream_only_adds_to_what_a_seed_drew_before(index, monkeypatch):
+    """The inventory's other inputs come from a stream of their own: every recorded seed
+    still draws its pools, workloads and daemons as before, the inputs added to them."""
+    full = explore.generate(SEED, index)
+    monkeypatch.setattr(explore, "_inputs", lambda case, rng: None)
+    before = explore.generate(SEED, index)
+    _without_inputs(full)
+    assert full == before
 
 
 def test_each_shrink_step_is_smaller_and_still_a_valid_folder(tmp_path):
@@ -280,3 +308,50 @@ def test_the_exit_codes_explore_reads_are_checks_own():
     from karpenter_e2e.checks import cli
     assert (runner.EXIT_BAD_INPUT, runner.EXIT_CLUSTER, runner.EXIT_INTERRUPTED) == \
         (cli.EXIT_BAD_INPUT, cli.EXIT_CLUSTER, cli.EXIT_INTERRUPTED)
+
+
+def test_every_input_of_the_inventory_is_drawn_or_said_why_not():
+    """What explore can draw, read from the manifests and settings it writes (checks/carried.py),
+    against the inventory (docs/coverage.md): every input some case carries, or listed in
+    explore.NOT_DRAWN with why; never both. A new input in clusters/karpenter/inputs.py fails
+    this until the generator draws it or says why it cannot."""
+    from karpenter_e2e.checks import carried
+    from karpenter_e2e.clusters.karpenter.inputs import INPUTS
+    inventory = {i.id for i in INPUTS}
+    seen: set[str] = set()
+    for i in range(400):
+        case = explore.generate(SEED, i)
+        seen |= carried.carried(explore.manifests(case), explore.gates(case))
+    not_drawn = explore.not_drawn()
+    assert set(carried.CARRIES) <= inventory and set(not_drawn) <= inventory
+    assert not seen & set(not_drawn), "drawn, and said not to be"
+    assert inventory - seen - set(not_drawn) == set(), "neither drawn nor said why not"
+    assert "pod.tolerations.PreferNoSchedule" in seen  # the issue's example (51, item 5)
+    assert all(len(why) > 40 for why in not_drawn.values())
+
+
+def test_a_release_that_lacks_an_input_never_gets_it():
+    """Drawn for v1.14.3 and v1.15.0 together, a case holds nothing v1.14.3 lacks (a check it
+    would refuse is a generator defect): no SCHEDULER_CONFIG, no v1.15.0-only gate."""
+    from karpenter_e2e.checks import carried
+    seen: set[str] = set()
+    for i in range(300):
+        case = explore.generate(SEED, i, ("v1.14.3", "v1.15.0"))
+        seen |= carried.carried(explore.manifests(case), explore.gates(case))
+    assert "options.SCHEDULER_CONFIG" not in seen and "gates.TerminateFirstDrift" not in seen
+    assert {"nodepool.requirements.Gte", "gates.CapacityBuffer", "pod.doNotDisrupt.duration"} <= seen
+    old = [explore.generate(SEED, i, ("v1.5.5",)) for i in range(300)]
+    assert not any(c.overlay or c.buffer or any(p.replicas for p in c.pools) for c in old)
+    assert not any("MIN_VALUES_POLICY" in c.settings for c in old)
+
+
+def test_an_extended_resource_is_asked_with_its_limit():
+    """The API server refuses an extended resource requested without an equal limit (found by
+    dry-running 150 generated cases on v1.15.0: 18 refused)."""
+    case = next(c for c in (explore.generate(SEED, i) for i in range(300))
+                if any(w.dongle for w in c.workloads))
+    pods = [m["spec"]["template"]["spec"] for m in explore.manifests(case)
+            if m["kind"] in ("Deployment", "Job")]
+    asked = [c["resources"] for p in pods for c in p["containers"]
+             if explore.DONGLE in c["resources"]["requests"]]
+    assert asked and all(r["limits"][explore.DONGLE] == r["requests"][explore.DONGLE] for r in asked)

@@ -648,3 +648,172 @@ def test_judgments_open_when_the_body_ends_are_waited_for_up_to_their_bounds():
     assert oracles.open_until(Record(rec)) == T0 + 10 + DAEMON_RETRY_S + 1
     rec.stopped = T0 + 40  # past both bounds: the oracles judge it
     assert oracles.open_until(Record(rec)) is None
+
+
+# ---- rounds as the log tells them, and pods pending together planned in one round ----------------
+def round_lines(t, pods, *, rid="r1", told=(), planned=1, to_new=None, to_existing=0,
+                created=("c1",), took=0.2):
+    """One provisioning round's lines, as provisioner.go and Results.Record log them: the
+    round (ending at ``t``), the pods it told why not, its counts, the NodeClaims it created."""
+    base = {"level": "INFO", "controller": "provisioner", "reconcileID": rid}
+    lines = [{**base, "level": "DEBUG", "time": _iso_ms(t - took),
+              "message": "computing scheduling decision for provisionable pod(s)"},
+             {**base, "time": _iso_ms(t), "message": "found provisionable pod(s)",
+              "Pods": pods, "duration": f"{took * 1000:.0f}ms"}]
+    lines += [{**base, "level": "ERROR", "time": _iso_ms(t), "message": "could not schedule pod",
+               "error": "all available instance types exceed limits for nodepool",
+               "Pod": {"namespace": "ns", "name": n}} for n in told]
+    if to_new is None:
+        to_new = len(pods.split(",")) - len(told) - to_existing
+    lines.append({**base, "time": _iso_ms(t), "message": "computed new nodeclaim(s) to fit pod(s)",
+                  "nodeclaims": planned, "pods": to_new})
+    if to_existing:
+        lines.append({**base, "time": _iso_ms(t), "pods": to_existing, "nodes": 1,
+                      "message": "computed unready node(s) will fit pod(s)"})
+    lines += [{**base, "time": _iso_ms(t + 0.05), "message": "created nodeclaim",
+               "NodeClaim": {"name": c}, "NodePool": {"name": f"default-{TID}"}} for c in created]
+    return "\n".join(json.dumps(x) for x in lines)
+
+
+def test_a_rounds_lines_are_read_as_one_round():
+    log = round_lines(T0 + 3, "ns/p1, ns/p2, ns/p3", told=("p3",), planned=2, to_existing=0,
+                      created=("c1", "c2"))
+    log += "\n" + _line("INFO", "created nodeclaim", controller="disruption", reconcileID="d1",
+                        NodeClaim={"name": "c9"})
+    old = json.dumps({"level": "INFO", "controller": "provisioner", "reconcileID": "r1",
+                      "message": "computed 1 unready node(s) will fit 2 pod(s)"})
+    (r,) = oracles.rounds_logged(log + "\n" + old)
+    assert (r.listed, r.told, r.planned, r.to_new, r.to_existing, r.created) == (
+        3, frozenset({"ns/p3"}), 2, 2, 2, ("c1", "c2"))
+    assert r.unaccounted == -2 and r.placed_new("ns/p1") is False  # some went to existing
+
+
+def test_a_round_that_drops_pods_or_nodeclaims_it_planned_is_a_finding():
+    pods = [(T0 + 1, "pods", "ADDED", pod(f"p{i}", T0 + 1, sched=UNSCHED)) for i in (1, 2, 3)]
+    claims = [(T0 + 4, "nodeclaims", "ADDED", claim("c1", T0 + 4))]
+
+    def case(**kw):
+        return judge(Record(recording(*pods, *claims, end=T0 + 60),
+                            log_text=round_lines(T0 + 3, "ns/p1, ns/p2, ns/p3", **kw))).findings
+
+    assert [f.what for f in case(planned=1, created=("c1",), to_new=3)] == []
+    # planned 3 NodeClaims, created 1, no error (a create refused ends the reconcile in one)
+    (dropped,) = case(planned=3, created=("c1",))
+    assert "planned 3 NodeClaim(s) for 3 pod(s) and created 1" in dropped.evidence[0]
+    # took 3 pods, placed 1, told none
+    (silent,) = case(planned=1, to_new=1)
+    assert "2 neither placed nor told" in silent.evidence[0]
+    # Karpenter at info level: pods deferred for a reserved offering are not in its log
+    info = "\n".join(x for x in round_lines(T0 + 3, "ns/p1, ns/p2, ns/p3", planned=1, to_new=1)
+                     .splitlines() if '"DEBUG"' not in x)
+    assert findings(recording(*pods, *claims, end=T0 + 60), log_text=info) == []
+    assert case(planned=1, to_new=1, told=("p2", "p3")) == []
+
+
+def test_a_pod_planned_again_while_its_nodeclaim_is_still_launching_is_a_finding():
+    """What a Karpenter that launches one NodeClaim a round does to pods pending together
+    (mutants/round-launches-one-nodeclaim.patch) when its log is read: the second pod was
+    put on a new NodeClaim in the first round, and again in the next."""
+    def case(ready_at, second_at=T0 + 6):
+        entries = [(T0 + 1, "pods", "ADDED", pod(f"p{i}", T0 + 1, sched=UNSCHED)) for i in (1, 2)]
+        c1 = claim("c1", T0 + 3, node="n1")
+        entries += [(T0 + 3, "nodeclaims", "ADDED", c1),
+                    (second_at, "nodeclaims", "ADDED", claim("c2", second_at, node="n2"))]
+        if ready_at:
+            entries.append((ready_at, "nodes", "ADDED", {**_node("n1", ready_at, "0.1"),
+                                                         "ready": ready_at}))
+        log = round_lines(T0 + 3, "ns/p1, ns/p2", planned=1, to_new=2, rid="a",
+                          created=("c1",)) + "\n" + round_lines(second_at, "ns/p2", rid="b",
+                                                                created=("c2",))
+        return judge(Record(recording(*entries, end=T0 + 60), log_text=log)).findings
+    whats = {f.what for f in case(None)}
+    assert "pods pending together were planned over several provisioning rounds" in whats
+    # its NodeClaim came up first: its room may have gone to another pod
+    assert not any("several provisioning rounds" in f.what for f in case(T0 + 4))
+
+
+# ---- launches make progress ------------------------------------------------------------------------
+def _runaway(launches=5, *, lands=None, taint=None, every=17.0):
+    """One pod waiting from T0+1; a round every ``every`` s puts it on a new NodeClaim, whose
+    node is Ready 2 s later and taken by a daemon pod; the pod lands on the ``lands``-th one
+    (None: never); ``taint``: another controller's taint on every node."""
+    entries = [(T0 + 1, "pods", "ADDED", pod("p1", T0 + 1, sched=UNSCHED))]
+    logs = []
+    for i in range(1, launches + 1):
+        t = T0 + 3 + (i - 1) * every
+        node = {**_node(f"n{i}", t + 2, "0.1"), "ready": t + 2}
+        if taint:
+            node["taints"] = [taint]
+        entries += [(t, "nodeclaims", "ADDED", claim(f"c{i}", t, node=f"n{i}")),
+                    (t + 2, "nodes", "ADDED", node),
+                    (t + 2.5, "pods", "ADDED", pod(f"d{i}", t + 2.5, node=f"n{i}", phase="Running",
+                                                   owner="DaemonSet", target=f"n{i}"))]
+        logs.append(round_lines(t, "ns/p1", rid=f"r{i}", created=(f"c{i}",)))
+        if lands == i:
+            entries.append((t + 3, "pods", "MODIFIED", pod("p1", T0 + 1, node=f"n{i}",
+                                                           phase="Running")))
+            break
+    end = T0 + 3 + launches * every + 20
+    return judge(Record(recording(*entries, end=end), log_text="\n".join(logs))).findings
+
+
+def test_a_pod_launched_for_again_and_again_while_others_take_its_nodes_is_a_runaway():
+    """The held-out case of issue 51: 35 NodeClaims in 180 s for one pending pod, each node
+    taken by something else before the pod could land."""
+    found = _runaway(5)
+    assert {f.oracle for f in found} == {"launches-progress"}
+    whats = [f.what for f in found]
+    assert whats[0].startswith("NodeClaims launched again and again for a waiting pod")
+    assert found[0].evidence[0].startswith("p1, still waiting 11s after each came up: 5 rounds' "
+                                           "NodeClaims: c1 (m5.large) of the round at")
+    assert "taken by d1 (DaemonSet)" in found[0].evidence[0]
+    assert whats[1].startswith("the same pod put on a new NodeClaim again by more than 3 rounds")
+    assert "p1: put on a new NodeClaim by 5 rounds" in found[1].evidence[0]
+    assert whats[2].startswith("NodeClaims launched for waiting pods kept coming up, round after")
+    assert "5 rounds' NodeClaims came up for p1" in found[2].evidence[0]
+
+
+def test_a_few_launches_before_the_pod_lands_are_no_runaway():
+    assert _runaway(3) == []  # three accidents: allowed
+    assert _runaway(6, lands=3) == []  # it landed on the third
+    assert _runaway(6, lands=4) == []  # landed on the fourth: its four launches are the rule's few
+
+
+def test_nodes_another_controller_tainted_are_no_runaway_and_karpenters_own_taints_are():
+    """Upstream's chaos suite: an add-on taints every new node, and Karpenter launching again
+    for the pod is right; a taint of the pool's, Karpenter's or Kubernetes' own is no excuse."""
+    assert _runaway(6, taint="chaos:NoExecute") == []
+    assert {f.oracle for f in _runaway(6, taint="karpenter.sh/unregistered:NoExecute")} == \
+        {"launches-progress"}
+    assert {f.oracle for f in _runaway(6, taint="node.kubernetes.io/not-ready:NoSchedule")} == \
+        {"launches-progress"}
+
+
+def test_one_round_is_no_runaway_though_its_pods_land_late_and_elsewhere():
+    """Seen in explore (v1.15.0, a machine at load 25): one round's 6 NodeClaims Ready within
+    3 s, kube-scheduler binding their pods 17-20 s later, one NodeClaim never getting any;
+    each NodeClaim Ready at once (two at the same instant: no order among them)."""
+    entries = []
+    names = [f"p{i}" for i in range(1, 7)]
+    for i, name in enumerate(names, 1):
+        node = f"n{i}" if i < 6 else "n1"
+        entries += [(T0 + 1, "pods", "ADDED", pod(name, T0 + 1, sched=UNSCHED)),
+                    (T0 + 3, "nodeclaims", "ADDED", claim(f"c{i}", T0 + 3, node=f"n{i}")),
+                    (T0 + 5, "nodes", "ADDED", {**_node(f"n{i}", T0 + 5, "0.1"), "ready": T0 + 5}),
+                    (T0 + 25, "pods", "MODIFIED", pod(name, T0 + 1, node=node, phase="Running"))]
+    log = round_lines(T0 + 3, ", ".join(f"ns/{n}" for n in names[:5]) + " and 1 other(s)",
+                      planned=6, to_new=6, created=tuple(f"c{i}" for i in range(1, 7)))
+    assert findings(recording(*entries, end=T0 + 60), log_text=log) == []
+
+
+def test_a_log_without_reconcile_ids_gives_each_round_the_lines_that_follow_it():
+    log = round_lines(T0 + 3, "ns/p1, ns/p2", planned=2, created=("c1", "c2"))
+    bare = "\n".join(json.dumps({k: v for k, v in json.loads(x).items() if k != "reconcileID"})
+                     for x in log.splitlines())
+    deferred = json.dumps({"level": "DEBUG", "controller": "provisioner", "message":
+                           "deferring scheduling decision for provisionable pod(s) to future "
+                           "simulation due to limited reserved offering capacity",
+                           "Pods": "ns/p3"})
+    (r,) = oracles.rounds_logged(bare + "\n" + deferred)
+    assert (r.created, r.deferred, r.unaccounted) == (("c1", "c2"), 1, -1)
+    assert not r.placed_new("ns/p1")  # a deferred pod: the round's accounts are not whole

@@ -138,3 +138,29 @@ def test_a_pods_overhead_is_left_to_its_runtime_class_which_the_replay_makes_fir
     assert kept["runtimeClassName"] == "sandboxed" and "overhead" not in kept
     lost = replay._pod_body(pod, "n1", set())["spec"]  # a snapshot taken before RuntimeClasses
     assert "runtimeClassName" not in lost and "overhead" not in lost
+
+
+def test_nodes_left_alone_are_grouped_by_reason_with_the_list_folded_below():
+    """At scale (a 500-node snapshot leaves some 450 alone) the reasons come first, each with
+    how many nodes gave it, the objects each names aside; every node stays, folded below."""
+    from karpenter_e2e.rendering import replay_window
+    blocked = {f"kwok-general-{i:05d}": [f'Pod has "karpenter.sh/do-not-disrupt" annotation '
+                                         f'(Pod=team-{i % 7:02d}/app-{i})']
+               for i in range(300)}
+    blocked |= {f"kwok-batch-{i:05d}": [
+        f"Pdb prevents pod evictions (PodDisruptionBudget=[team-05/app-{i}])",
+        "Node is nominated for a pending pod"] for i in range(150)}
+    lines = replay_window.left_alone(blocked)
+    table = lines[:lines.index("") + 6]
+    assert lines[0].startswith("Left alone: 450 node(s), by the reason Karpenter gave")
+    assert table[2:] == ["| nodes | reason |", "|---|---|",
+                         '| 300 | Pod has "karpenter.sh/do-not-disrupt" annotation |',
+                         "| 150 | Node is nominated for a pending pod |",
+                         "| 150 | Pdb prevents pod evictions |"]
+    folded = lines[lines.index("<details><summary>Each node left alone, and why (450)"
+                               "</summary>"):]
+    assert folded[-1] == "</details>" and sum(x.startswith("- kwok-") for x in folded) == 450
+    assert "- kwok-batch-00007: Pdb prevents pod evictions (PodDisruptionBudget=[team-05/app-7]);" \
+           " Node is nominated for a pending pod" in folded
+    assert len(lines) < 470 and sum(not x.startswith("- ") for x in lines) < 15
+    assert replay_window.left_alone({}) == []

@@ -23,7 +23,7 @@ def test_redaction_removes_tokens_keys_and_kubeconfig_secrets():
 def test_summary_table_has_latencies_cost_and_total(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps({
         "scenario": "provisioning", "outcome": "passed",
-        "values": {"pending_to_pods_running_s": 2.0, "nodes_used": 1, "node_hours": 0.004,
+        "values": {"slowest_pending_to_running_s": 2.0, "nodes_used": 1, "node_hours": 0.004,
                    "cost_usd": 0.00123, "pending_to_nodeclaim_created_s": 1.0}}))
     (tmp_path / "b.json").write_text(json.dumps({
         "scenario": "limits", "outcome": "failed", "values": {"cost_usd": 0.002}}))
@@ -31,6 +31,7 @@ def test_summary_table_has_latencies_cost_and_total(tmp_path):
     assert "| limits | failed |" in text
     assert "| provisioning | passed | 2 | 1 | 0.004 | 0.00123 | pending_to_nodeclaim_created_s=1.0 |" in text
     assert "Total simulated node cost: $0.0032" in text
+    assert "pending→running: of the pods that waited for Karpenter" in text
 
 
 def test_allure_session_files(tmp_path):

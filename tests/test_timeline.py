@@ -454,3 +454,31 @@ def test_whole_second_stamps_are_sharpened_by_when_the_watch_saw_them():
     by_name = {m.claim or m.node: m for m in machines(rec)}
     assert by_name["nc1"].created == T0 + 3.4 and by_name["nc1"].deleting == T0 + 80.6
     assert by_name["n1"].created == T0 + 6 and by_name["n1"].ready == T0 + 8
+
+
+def _waiting(name: str, phase: str, created: float, scheduled: str = "False",
+             **extra) -> dict:
+    body = pod(name, phase, created)
+    body["status"]["conditions"] = [{"type": "PodScheduled", "status": scheduled,
+                                     "reason": "Unschedulable" if scheduled == "False" else "",
+                                     "lastTransitionTime": iso(created)}]
+    body.update(extra)
+    return body
+
+
+def test_pending_to_running_is_the_slowest_pod_that_waited_for_karpenter():
+    """The run summary's column (every scenario's, from its timeline): the pods kube-scheduler
+    found no room for, creation to Running; a pod that never waited, one that never ran and
+    one deleted while waiting are not in it."""
+    from karpenter_e2e.fixtures.timeline import pending_to_running
+    rec = Recording("t1", T0)
+    assert pending_to_running(rec) is None  # nothing waited: the summary shows –
+    for name, created, running in (("a", T0, T0 + 9.4), ("b", T0 + 1, T0 + 21.3)):
+        rec.observe("pods", "ADDED", _waiting(name, "Pending", created), created + 0.5)
+        rec.observe("pods", "MODIFIED", _waiting(name, "Running", created, "True"), running)
+    rec.observe("pods", "ADDED", _waiting("fits", "Running", T0, "True"), T0 + 2)  # no wait
+    rec.observe("pods", "ADDED", _waiting("never", "Pending", T0), T0 + 1)
+    rec.observe("pods", "ADDED", _waiting("gone", "Pending", T0), T0 + 1)
+    rec.observe("pods", "DELETED", _waiting("gone", "Pending", T0), T0 + 3)
+    rec.observe("pods", "ADDED", _waiting("gone", "Running", T0 + 40, "True"), T0 + 90)
+    assert pending_to_running(rec) == 20.3  # b: created T0+1, Running seen at T0+21.3

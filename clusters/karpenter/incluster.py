@@ -12,6 +12,7 @@ import functools
 import logging
 import sys
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,58 @@ class InCluster:
             return resp[0].data.decode()
         except (ApiException, OSError):
             return None
+
+
+# Where the chart puts Karpenter (kube-system in the getting-started guide, karpenter in
+# upstream's e2e and the chart's own docs).
+NAMESPACES = ("kube-system", "karpenter")
+
+
+def absence(kube: Kube) -> str | None:
+    """Why a Karpenter installed in the cluster is not running, in words: its Deployment's
+    ready replicas, each of its pods (deleted, not ready, restarting and why) and the
+    namespace's recent events about them; None where no Karpenter Deployment is found (it
+    runs as a process: local and aws-sim)."""
+    for namespace in NAMESPACES:
+        found = deployments(kube, namespace)
+        if not found:
+            continue
+        d = found[0]
+        parts = [f"its Deployment {d.namespace}/{d.name} has {d.ready_replicas}/{d.replicas} "
+                 f"replica(s) ready"]
+        for pod in kube.pods(namespace, SELECTOR):
+            meta, status = pod.metadata, pod.status
+            if meta is None:
+                continue
+            said = [f"created {_hms(meta.creation_timestamp)}"]
+            if meta.deletion_timestamp:
+                said.append(f"being deleted since {_hms(meta.deletion_timestamp)}")
+            for c in (status.container_statuses or []) if status else []:
+                said.append("ready" if c.ready else "not ready")
+                last = c.last_state.terminated if c.last_state else None
+                if c.restart_count:
+                    said.append(f"{c.restart_count} restart(s)"
+                                + (f", last exit {last.reason} ({last.exit_code})" if last else ""))
+                waiting = c.state.waiting if c.state else None
+                if waiting:
+                    said.append(f"waiting: {waiting.reason}")
+            parts.append(f"pod {meta.name}: {', '.join(said)}")
+        events = kube.events_in(namespace, "involvedObject.kind=Pod")
+        recent = sorted((e for e in events if e.involved_object.name
+                         and e.involved_object.name.startswith(d.name + "-")),
+                        key=lambda e: e.last_timestamp or e.event_time or e.first_timestamp
+                        or _EPOCH)[-4:]
+        parts += [f"{_hms(e.last_timestamp or e.event_time or e.first_timestamp)} "
+                  f"{e.involved_object.name} {e.reason}: {e.message}" for e in recent]
+        return "; ".join(parts)
+    return None
+
+
+_EPOCH = datetime.fromtimestamp(0, UTC)
+
+
+def _hms(when) -> str:
+    return when.strftime("%H:%M:%S") if when else "?"
 
 
 def stale_webhooks(kube: Kube, namespace: str) -> list[str]:

@@ -494,7 +494,22 @@ class KindCluster:
             return False
 
     def karpenter_running(self) -> bool:
-        return self._karpenter().running()
+        """Whether Karpenter's Deployment has a ready replica; where the API cannot be asked
+        because Docker stopped (the node is one of its containers), that is the error."""
+        try:
+            return self._karpenter().running()
+        except Exception:
+            self._require_docker("Karpenter cannot be asked whether it runs")
+            raise
+
+    def _require_docker(self, what: str) -> None:
+        ok, seen = docker.answers()
+        if not ok:
+            raise ClusterError(
+                f"Docker does not answer ({seen}): kind cluster {self.name!r}'s node is one of "
+                f"its containers and stopped with it, so {what}. Once Docker is back, "
+                f"`make sweep SWEEP_ARGS=--kind MAX_AGE=0s` removes what the run left "
+                f"(container {self.node_container(self.name)}, network {self.network})")
 
     def stop_karpenter(self) -> None:
         if self._installed():
@@ -585,6 +600,7 @@ class KindCluster:
             incluster.stop_following(local.logs_dir / "karpenter.log")
             for pid in process.pids_using(str(local.run_dir)):
                 process.terminate(pid)
+            self._require_docker("it could not be deleted")
             if self.exists():
                 proc = self.kind("delete", "cluster", "--name", self.name,
                                  "--kubeconfig", str(self.kubeconfig), timeout=300)
