@@ -243,7 +243,7 @@ eks-night: build
 ## AWS provider installed by its own charts (from its module's source), aws-sim's fake AWS
 ## reachable from the kind network, eks mode unchanged (docs/modes-eks-kind.md). The same
 ## `make eks-night` as the workflow, between `karpenter-e2e rehearsal up-aws` and `down`.
-REH_NAME ?= reh-night
+REH_NAME ?= rh-night
 REH_ARGS ?=
 eks-rehearsal: build docker
 	@$(KE2E) rehearsal up-aws --name $(REH_NAME) $(REH_ARGS) || exit 2; \

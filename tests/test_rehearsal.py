@@ -160,7 +160,7 @@ def test_the_packaged_chart_renders_the_nightly_values_and_the_image_made_here(m
     charts.package(helm, module, "v1.15.0", charts.IMAGE_REPOSITORY, tmp_path)
     values = tmp_path / "values.yaml"
     values.write_text((REPO / "clusters/eks/karpenter-values.yaml").read_text()
-                      .replace("${CLUSTER_NAME}", "reh-t").replace("${AWS_ACCOUNT_ID}", "1" * 12))
+                      .replace("${CLUSTER_NAME}", "rh-t").replace("${AWS_ACCOUNT_ID}", "1" * 12))
     rendered = subprocess.run([str(helm), "template", "karpenter",
                                str(charts.packaged(tmp_path, "karpenter", "1.15.0")),
                                "--namespace", "kube-system", "--values", str(values)],
@@ -169,7 +169,7 @@ def test_the_packaged_chart_renders_the_nightly_values_and_the_image_made_here(m
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == charts.image_ref("v1.15.0")
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["CLUSTER_NAME"] == env["INTERRUPTION_QUEUE"] == "reh-t"
+    assert env["CLUSTER_NAME"] == env["INTERRUPTION_QUEUE"] == "rh-t"
 
 
 # ---- the chart repository an upgrade reads ------------------------------------------------------
@@ -189,7 +189,7 @@ def test_an_upgrade_reads_a_directory_of_packaged_charts(tmp_path):
 # ---- the gate on an EKS cluster ----------------------------------------------------------------
 def gate_args(**kw):
     base = dict(perf_pods=0, diff=[], no_diff_examples=True, kubeconfig="/k", kube_context=None,
-                eks_opt_in="reh-x", region=REGION, interruption_queue=None, chart_repo="/charts")
+                eks_opt_in="rh-x", region=REGION, interruption_queue=None, chart_repo="/charts")
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -206,12 +206,12 @@ def test_the_gate_says_what_one_eks_cluster_cannot_do():
 
 def test_the_gate_passes_the_eks_options_to_its_pytest_runs():
     assert upgrade_gate.eks_args(gate_args()) == [
-        "--karpenter-kubeconfig", "/k", "--karpenter-eks-opt-in", "reh-x",
+        "--karpenter-kubeconfig", "/k", "--karpenter-eks-opt-in", "rh-x",
         "--karpenter-region", REGION, "--karpenter-chart-repo", "/charts"]
 
 
 def test_the_gate_refuses_an_eks_cluster_running_another_release():
-    backend = SimpleNamespace(name="reh-x", up=lambda: SimpleNamespace(
+    backend = SimpleNamespace(name="rh-x", up=lambda: SimpleNamespace(
         versions={"karpenter": "v1.15.0"}))
     with pytest.raises(ClusterError, match="runs Karpenter v1.15.0, not v1.14.3: install"):
         upgrade_gate.check_installed(backend, "v1.14.3")
@@ -233,6 +233,6 @@ def test_the_registrar_marks_nodes_for_the_kwok_that_manages_them():
 
 def test_a_rehearsal_cluster_is_named_for_its_sweep():
     from karpenter_e2e.clusters.rehearsal.cluster import Rehearsal
-    with pytest.raises(ClusterError, match="must start with reh-"):
+    with pytest.raises(ClusterError, match="must start with rh-"):
         Rehearsal("night")
     assert build.cache_dir().name  # the cache is where the rehearsal keeps its files

@@ -1,4 +1,4 @@
-"""`karpenter-e2e rehearsal <step> --name reh-...`: the EKS-like cluster's steps by hand
+"""`karpenter-e2e rehearsal <step> --name rh-...`: the EKS-like cluster's steps by hand
 (`make eks-rehearsal` runs them around the night's sequence).
 
     up-aws        kind cluster + fake AWS; prints the environment file the night runs in
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="karpenter-e2e rehearsal", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=("up-aws", "cluster-up", "cluster-down", "down", "env"))
-    p.add_argument("--name", required=True, help="the cluster's name, reh-...")
+    p.add_argument("--name", required=True, help="the cluster's name, rh-...")
     p.add_argument("--karpenter-version", default=versions.AWS_PROVIDER,
                    help=f"the AWS provider release installed (default {versions.AWS_PROVIDER}); "
                         f"images and charts are made for {', '.join(versions.AWS_PROVIDER_VERSIONS)} "

@@ -71,8 +71,8 @@ def _made_up(alphabet: str, n: int) -> str:
 class Rehearsal:
     def __init__(self, name: str, karpenter_version: str = versions.AWS_PROVIDER,
                  images_for: tuple[str, ...] = versions.AWS_PROVIDER_VERSIONS):
-        if not name.startswith("reh-"):
-            raise ClusterError(f"rehearsal cluster {name!r}: its name must start with reh- (the "
+        if not name.startswith("rh-"):
+            raise ClusterError(f"rehearsal cluster {name!r}: its name must start with rh- (the "
                                "rehearsal's clusters are found and swept by that prefix)")
         self.name = name
         self.karpenter_version = karpenter_version
