@@ -225,13 +225,14 @@ sweep: setup
 CLUSTER_NAME ?= karpenter-e2e-nightly
 AWS_REGION ?= us-west-2
 EKS_TEMPLATE ?=
-EKS_SUITES_ARGS ?= -n 2
+EKS_SUITES_ARGS ?=
+EKS_WORKERS ?= 2
 EKS_CLUSTER_UP ?=
 EKS_CLUSTER_DELETE ?=
 EKS_NIGHT_TIMES ?= reports/eks-night/steps.md
 EKS_NIGHT_STEPS := account opt-in suites sweep teardown
 # Each of these reaches the script as an environment variable (a value holds no double quote).
-EKS_NIGHT_VARS := CLUSTER_NAME AWS_REGION EKS_TEMPLATE EKS_SUITES_ARGS EKS_CLUSTER_UP \
+EKS_NIGHT_VARS := CLUSTER_NAME AWS_REGION EKS_TEMPLATE EKS_SUITES_ARGS EKS_WORKERS EKS_CLUSTER_UP \
 	EKS_CLUSTER_DELETE EKS_NIGHT_TIMES
 EKS_NIGHT := $(foreach v,$(EKS_NIGHT_VARS),$(v)="$($(v))") .ci/eks-night
 $(addprefix eks-night-,$(EKS_NIGHT_STEPS)): eks-night-%: setup

@@ -242,8 +242,11 @@ class Rehearsal:
             nightly = nightly.replace("${" + key + "}", value)
         first, second = self.dir / "karpenter-values.yaml", self.dir / "rehearsal-values.yaml"
         first.write_text(nightly)
-        second.write_text(yaml.safe_dump({"controller": {
-            "envFrom": [{"secretRef": {"name": AWS_SECRET}}]}}, sort_keys=False))
+        # isolatedVPC: the fake has no Pricing API (moto serves none), so Karpenter keeps the
+        # on-demand prices built into the release, as in an isolated VPC.
+        second.write_text(yaml.safe_dump({
+            "settings": {"isolatedVPC": True},
+            "controller": {"envFrom": [{"secretRef": {"name": AWS_SECRET}}]}}, sort_keys=False))
         return first, second
 
     def _install_karpenter(self, env: dict[str, str], client) -> None:
@@ -251,6 +254,7 @@ class Rehearsal:
         kube = self.kind.local
         secret = {k: env[k] for k in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ACCESS_KEY_ID",
                                        "AWS_SECRET_ACCESS_KEY")}
+        secret["AWS_EC2_METADATA_DISABLED"] = "true"  # no IMDS on a kind node
         manifest = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                     "metadata": {"name": AWS_SECRET, "namespace": NAMESPACE},
                     "stringData": secret}
