@@ -229,11 +229,13 @@ EKS_SUITES_ARGS ?=
 EKS_WORKERS ?= 2
 EKS_CLUSTER_UP ?=
 EKS_CLUSTER_DELETE ?=
+EKS_BEFORE_SWEEP ?=
+EKS_AFTER_SWEEP ?=
 EKS_NIGHT_TIMES ?= reports/eks-night/steps.md
 EKS_NIGHT_STEPS := account opt-in suites sweep teardown
 # Each of these reaches the script as an environment variable (a value holds no double quote).
 EKS_NIGHT_VARS := CLUSTER_NAME AWS_REGION EKS_TEMPLATE EKS_SUITES_ARGS EKS_WORKERS EKS_CLUSTER_UP \
-	EKS_CLUSTER_DELETE EKS_NIGHT_TIMES
+	EKS_CLUSTER_DELETE EKS_BEFORE_SWEEP EKS_AFTER_SWEEP EKS_NIGHT_TIMES
 EKS_NIGHT := $(foreach v,$(EKS_NIGHT_VARS),$(v)="$($(v))") .ci/eks-night
 $(addprefix eks-night-,$(EKS_NIGHT_STEPS)): eks-night-%: setup
 	$(EKS_NIGHT) $*
@@ -248,11 +250,17 @@ REH_NAME ?= rh-night
 REH_ARGS ?=
 eks-rehearsal: build docker
 	@$(KE2E) rehearsal up-aws --name $(REH_NAME) $(REH_ARGS) || exit 2; \
-	rc=0; (set -a; . "$$($(KE2E) rehearsal env --name $(REH_NAME))"; set +a; \
+	mkdir -p reports/eks-night; rcfile=reports/eks-night/.rc; echo 1 > $$rcfile; \
+	{ (set -a; . "$$($(KE2E) rehearsal env --name $(REH_NAME))"; set +a; \
 	  $(MAKE) --no-print-directory eks-night CLUSTER_NAME=$(REH_NAME) AWS_REGION=us-west-2 \
 	    EKS_TEMPLATE="$$($(KE2E) rehearsal env --name $(REH_NAME) --template)" \
 	    EKS_CLUSTER_UP="$(KE2E) rehearsal cluster-up --name $(REH_NAME) $(REH_ARGS)" \
-	    EKS_CLUSTER_DELETE="$(KE2E) rehearsal cluster-down --name $(REH_NAME)") || rc=$$?; \
+	    EKS_CLUSTER_DELETE="$(KE2E) rehearsal cluster-down --name $(REH_NAME)" \
+	    EKS_BEFORE_SWEEP="$(KE2E) rehearsal seed-sweep --name $(REH_NAME)" \
+	    EKS_AFTER_SWEEP="$(KE2E) rehearsal check-sweep --name $(REH_NAME) --after sweep" \
+	  && $(KE2E) rehearsal check-sweep --name $(REH_NAME) --after teardown); \
+	  echo $$? > $$rcfile; } 2>&1 | tee reports/eks-night/console.log; rc=$$(cat $$rcfile); \
+	$(KE2E) rehearsal check-leaks --name $(REH_NAME) reports || rc=1; \
 	$(KE2E) rehearsal down --name $(REH_NAME); exit $$rc
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm);

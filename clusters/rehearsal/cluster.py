@@ -46,7 +46,7 @@ from karpenter_e2e.clusters.infra.filelock import write_whole
 from karpenter_e2e.clusters.kind import chart as kindchart, images
 from karpenter_e2e.clusters.kind.cluster import KindCluster
 from karpenter_e2e.clusters.local.cluster import await_started
-from karpenter_e2e.clusters.rehearsal import charts, stack
+from karpenter_e2e.clusters.rehearsal import charts, foreign, leaks, stack
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ class Rehearsal:
             self.down()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
+        self._save_state(started=time.time())
         try:
             for v in self.images_for:  # the slow builds first, before anything runs
                 awsbuild.binary(v)
@@ -284,6 +285,35 @@ class Rehearsal:
                                  f"helm upgrade --install karpenter {version}", timeout=900)
         with open(self.logs_dir / "helm.log", "a") as fh:
             fh.write(out)
+
+    # ---- the sweep's safety ----------------------------------------------------------------
+    @property
+    def _sweep_file(self) -> Path:
+        return self.dir / "sweep-seeded.json"
+
+    def seed_sweep(self) -> None:
+        """A killed run's leftovers and foreign objects, for the night's sweep (foreign.py)."""
+        client = self._clients(self.environment())
+        published = Seeded.from_json((self.dir / "aws.json").read_text())
+        ami = published.amis[seed.minors(self.kubernetes_version)[1]]["x86_64/standard"]
+        objects = foreign.seed(client("ec2"), client("iam"), self.name, REGION, ami)
+        foreign.save(self._sweep_file, objects)
+        log.warning("rehearsal %r: seeded %d objects for the sweep (%d a killed run's)",
+                    self.name, len(objects.seeded), sum(s.swept for s in objects.seeded))
+
+    def check_sweep(self, after: str) -> list[str]:
+        client = self._clients(self.environment())
+        return foreign.check(client("ec2"), client("iam"), foreign.load(self._sweep_file), after)
+
+    def check_leaks(self, roots: list[Path]) -> str:
+        """The made-up credentials in no file the night wrote under ``roots`` (and the
+        rehearsal's own logs), since up-aws."""
+        env = self.environment()
+        since = self._state().get("started", 0.0)
+        found = leaks.search([*roots, self.logs_dir], {k: env[k] for k in leaks.SECRET_KEYS},
+                             since=since, skip=[self.env_file])
+        return (f"no credential in {found.files} files ({found.size / 1e6:.1f} MB) written "
+                f"since up-aws under {', '.join(map(str, [*roots, self.logs_dir]))}")
 
     # ---- cluster-down --------------------------------------------------------------------
     def cluster_down(self) -> None:
