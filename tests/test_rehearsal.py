@@ -236,3 +236,76 @@ def test_a_rehearsal_cluster_is_named_for_its_sweep():
     with pytest.raises(ClusterError, match="must start with rh-"):
         Rehearsal("night")
     assert build.cache_dir().name  # the cache is where the rehearsal keeps its files
+
+
+# ---- the sweep's safety and the credentials ----------------------------------------------------
+def _seeded(fake_aws):
+    from karpenter_e2e.clusters.rehearsal import foreign
+    ec2, iam = (boto3.client(s, region_name=REGION) for s in ("ec2", "iam"))
+    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    return ec2, iam, foreign.seed(ec2, iam, "rh-t", REGION, ami)
+
+
+def test_the_sweep_deletes_the_killed_runs_leftovers_and_keeps_every_foreign_object(fake_aws):
+    from datetime import timedelta
+
+    from karpenter_e2e.clusters.eks import sweep
+    from karpenter_e2e.clusters.rehearsal import foreign
+    ec2, iam, objects = _seeded(fake_aws)
+    swept = {s.name for s in objects.seeded if s.swept}
+    assert {s.kind for s in objects.seeded if s.swept} == {
+        "instance", "launch template", "instance profile"}
+    assert len(objects.seeded) - len(swept) == 10  # 3 foreign cases x 3 kinds, one untagged
+    with pytest.raises(ClusterError, match="3 seeded objects are wrong"):
+        foreign.check(ec2, iam, objects, "sweep")  # nothing swept yet: the leftovers remain
+    report = sweep.SweepReport(dry_run=False)
+    sweep.sweep_aws(report, lambda s: {"ec2": ec2, "iam": iam}[s], "rh-t", REGION, timedelta(0))
+    assert {x.name for x in report.instances + report.launch_templates
+            + report.instance_profiles} == swept
+    lines = foreign.check(ec2, iam, objects, "sweep")
+    assert len(lines) == len(objects.seeded) and not any("WRONG" in ln for ln in lines)
+
+
+def test_a_sweep_that_takes_a_foreign_object_is_caught(fake_aws):
+    # The mutant: a sweep that trusts the cluster tag alone for launch templates.
+    from datetime import timedelta
+
+    from karpenter_e2e.clusters.eks import sweep, teardown
+    from karpenter_e2e.clusters.rehearsal import foreign
+    ec2, iam, objects = _seeded(fake_aws)
+    sweep.sweep_aws(sweep.SweepReport(dry_run=False), lambda s: {"ec2": ec2, "iam": iam}[s],
+                    "rh-t", REGION, timedelta(0))
+    teardown.delete_launch_templates(ec2, "rh-t")
+    with pytest.raises(ClusterError, match="2 seeded objects are wrong") as caught:
+        foreign.check(ec2, iam, objects, "sweep")
+    wrong = [ln for ln in str(caught.value).splitlines() if "WRONG" in ln]
+    assert [ln.split()[:3] for ln in wrong] == [["deleted", "launch", "template"]] * 2
+
+
+def test_after_the_teardown_the_other_clusters_objects_are_still_there(fake_aws):
+    from karpenter_e2e.clusters.eks import teardown
+    from karpenter_e2e.clusters.rehearsal import foreign
+    ec2, iam, objects = _seeded(fake_aws)
+    teardown.delete_launch_templates(ec2, "rh-t")
+    teardown.delete_instance_profiles(iam, "rh-t", REGION)
+    ec2.terminate_instances(InstanceIds=[s.name for s in objects.seeded
+                                         if s.kind == "instance" and not s.outlives_teardown])
+    assert len(foreign.check(ec2, iam, objects, "teardown")) == 4
+    ec2.terminate_instances(InstanceIds=[s.name for s in objects.seeded
+                                         if s.kind == "instance" and s.outlives_teardown])
+    with pytest.raises(ClusterError, match="2 seeded objects are wrong"):
+        foreign.check(ec2, iam, objects, "teardown")
+
+
+def test_a_printed_credential_is_found_and_named(tmp_path):
+    from karpenter_e2e.clusters.rehearsal import leaks
+    secrets = {"AWS_ACCESS_KEY_ID": "AKIATESTTESTTEST0001", "AWS_SECRET_ACCESS_KEY": "s" * 40}
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "karpenter.log").write_text("nothing here\n")
+    env = tmp_path / "aws.env"
+    env.write_text("AWS_SECRET_ACCESS_KEY=" + "s" * 40)
+    found = leaks.search([tmp_path], secrets, skip=[env])
+    assert found.files == 1 and found.size > 0
+    (tmp_path / "run" / "allure.json").write_text('{"env": "AKIATESTTESTTEST0001"}')
+    with pytest.raises(ClusterError, match=r"allure.json: AWS_ACCESS_KEY_ID"):
+        leaks.search([tmp_path], secrets, skip=[env])
