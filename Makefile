@@ -256,7 +256,7 @@ eks-rehearsal: build docker
 	    EKS_TEMPLATE="$$($(KE2E) rehearsal env --name $(REH_NAME) --template)" \
 	    EKS_CLUSTER_UP="$(KE2E) rehearsal cluster-up --name $(REH_NAME) $(REH_ARGS)" \
 	    EKS_CLUSTER_DELETE="$(KE2E) rehearsal cluster-down --name $(REH_NAME)" \
-	    EKS_BEFORE_SWEEP="$(KE2E) rehearsal seed-sweep --name $(REH_NAME)" \
+	    EKS_BEFORE_SWEEP="$(KE2E) rehearsal check-opt-in --name $(REH_NAME) && $(KE2E) rehearsal seed-sweep --name $(REH_NAME)" \
 	    EKS_AFTER_SWEEP="$(KE2E) rehearsal check-sweep --name $(REH_NAME) --after sweep" \
 	  && $(KE2E) rehearsal check-sweep --name $(REH_NAME) --after teardown); \
 	  echo $$? > $$rcfile; } 2>&1 | tee reports/eks-night/console.log; rc=$$(cat $$rcfile); \

@@ -309,3 +309,18 @@ def test_a_printed_credential_is_found_and_named(tmp_path):
     (tmp_path / "run" / "allure.json").write_text('{"env": "AKIATESTTESTTEST0001"}')
     with pytest.raises(ClusterError, match=r"allure.json: AWS_ACCESS_KEY_ID"):
         leaks.search([tmp_path], secrets, skip=[env])
+
+
+@pytest.mark.parametrize("case", __import__(
+    "karpenter_e2e.clusters.rehearsal.safety", fromlist=["cases"]).cases("rh-t"),
+    ids=lambda c: c.what)
+def test_each_opt_in_case_expects_what_eks_mode_really_says(case):
+    # The rehearsal's check-opt-in looks for these words in pytest's output: they must be
+    # eks mode's own refusal (as the plugin names its options), or the check could never pass.
+    from karpenter_e2e.clusters.eks.cluster import check_opt_in
+    from karpenter_e2e.clusters.flags import plugin_flag
+    configmap = None if case.configmap is None else {"cluster": case.configmap}
+    with pytest.raises(ClusterError) as refused:
+        check_opt_in("rh-t", case.opt_in or "rh-t", configmap, flag=plugin_flag)
+    assert case.refusal in str(refused.value)
+    check_opt_in("rh-t", "rh-t", {"cluster": "rh-t"}, flag=plugin_flag)  # the night's: let in

@@ -7,6 +7,7 @@
     down          everything, the fake AWS too
     seed-sweep    a killed run's leftovers and foreign objects in the fake AWS (foreign.py)
     check-sweep   --after sweep|teardown: the leftovers gone, the foreign objects kept
+    check-opt-in  eks mode refuses the cluster without its opt-in, or opted in for another
     check-leaks   PATH...: the run's made-up credentials in no file written since up-aws
     env           the environment file's path (`set -a; . "$(... env)"; set +a`); with
                   --template, the getting-started template's (stack.py)
@@ -27,7 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="karpenter-e2e rehearsal", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=("up-aws", "cluster-up", "cluster-down", "down", "env",
-                                      "seed-sweep", "check-sweep", "check-leaks"))
+                                      "seed-sweep", "check-sweep", "check-leaks",
+                                      "check-opt-in"))
     p.add_argument("--name", required=True, help="the cluster's name, rh-...")
     p.add_argument("--karpenter-version", default=versions.AWS_PROVIDER,
                    help=f"the AWS provider release installed (default {versions.AWS_PROVIDER}); "
@@ -53,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             r.down()
         elif args.step == "seed-sweep":
             r.seed_sweep()
+        elif args.step == "check-opt-in":
+            print("\n".join(r.check_opt_in()))
         elif args.step == "check-leaks":
             print(r.check_leaks(args.paths))
         elif args.step == "check-sweep":

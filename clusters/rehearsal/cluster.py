@@ -46,7 +46,7 @@ from karpenter_e2e.clusters.infra.filelock import write_whole
 from karpenter_e2e.clusters.kind import chart as kindchart, images
 from karpenter_e2e.clusters.kind.cluster import KindCluster
 from karpenter_e2e.clusters.local.cluster import await_started
-from karpenter_e2e.clusters.rehearsal import charts, foreign, leaks, stack
+from karpenter_e2e.clusters.rehearsal import charts, foreign, leaks, safety, stack
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +304,17 @@ class Rehearsal:
     def check_sweep(self, after: str) -> list[str]:
         client = self._clients(self.environment())
         return foreign.check(client("ec2"), client("iam"), foreign.load(self._sweep_file), after)
+
+    def check_opt_in(self) -> list[str]:
+        """eks mode refuses this cluster without its opt-in (safety.py); the night's
+        ConfigMap is put back after."""
+        kube = self.kind.local
+
+        def nodepools() -> list[str]:
+            return kube.kubectl("get", "nodepools.karpenter.sh", "-o", "name").split()
+
+        return safety.prove(self.name, self.kind.kubeconfig, REGION, kube.kubectl, nodepools,
+                            self.dir / "opt-in-reports", REPO_ROOT)
 
     def check_leaks(self, roots: list[Path]) -> str:
         """The made-up credentials in no file the night wrote under ``roots`` (and the
