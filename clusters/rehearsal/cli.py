@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--after", choices=("sweep", "teardown"), default="sweep",
                    help="check-sweep: which step the objects were left to")
     p.add_argument("paths", nargs="*", type=Path, help="check-leaks: files and directories")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)  # check-leaks --name N PATH...
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     from karpenter_e2e.clusters.rehearsal.cluster import Rehearsal
     try:
