@@ -321,10 +321,13 @@ class Rehearsal:
         rehearsal's own logs), since up-aws."""
         env = self.environment()
         since = self._state().get("started", 0.0)
-        found = leaks.search([*roots, self.logs_dir], {k: env[k] for k in leaks.SECRET_KEYS},
-                             since=since, skip=[self.env_file])
+        # The rehearsal's own logs (the fake AWS, helm), and eks mode's run directory, where
+        # it follows Karpenter's log (clusters/eks/cluster.py: eks-<cluster name>).
+        searched = [*roots, self.logs_dir, cluster_files.directory(f"eks-{self.name}")]
+        found = leaks.search(searched, {k: env[k] for k in leaks.SECRET_KEYS}, since=since,
+                             skip=[self.env_file])
         return (f"no credential in {found.files} files ({found.size / 1e6:.1f} MB) written "
-                f"since up-aws under {', '.join(map(str, [*roots, self.logs_dir]))}")
+                f"since up-aws under {', '.join(map(str, searched))}")
 
     # ---- cluster-down --------------------------------------------------------------------
     def cluster_down(self) -> None:

@@ -35,6 +35,8 @@ def search(roots: Iterable[Path], secrets: dict[str, str], since: float = 0.0,
     files = size = 0
     found = []
     for root in roots:
+        if not root.exists():
+            continue  # e.g. eks mode's run directory before any run
         for path in sorted([root] if root.is_file() else root.rglob("*")):
             if not path.is_file() or path.resolve() in skipped or path.stat().st_mtime < since:
                 continue
