@@ -16,7 +16,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) docker docker-down docs e2e e2e-kind eks-night eks-rehearsal eks-night-account eks-night-opt-in eks-night-suites eks-night-sweep eks-night-teardown durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs
+.PHONY: $(PHONY_E2E) docker docker-down docs e2e e2e-kind eks-night eks-rehearsal eks-rehearsal-gate eks-night-account eks-night-opt-in eks-night-suites eks-night-sweep eks-night-teardown durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs
 
 # An editable install: the project's root on the venv's path, where karpenter_e2e/ names the
 # layers by symlink. Nothing to redo when a module is added; only a changed pyproject does.
@@ -262,6 +262,31 @@ eks-rehearsal: build docker
 	  echo $$? > $$rcfile; } 2>&1 | tee reports/eks-night/console.log; rc=$$(cat $$rcfile); \
 	$(KE2E) rehearsal check-leaks --name $(REH_NAME) reports || rc=1; \
 	$(KE2E) rehearsal down --name $(REH_NAME); exit $$rc
+
+## eks-rehearsal-gate: the upgrade gate as a platform team runs it on EKS, rehearsed: the
+## rehearsal cluster with FROM installed by its chart (and the stack of FROM's module), then
+## `gate --cluster eks`, whose `helm upgrade` takes TO's packaged charts (--chart-repo); the
+## night's teardown after it. TO must be one of versions.AWS_PROVIDER_VERSIONS (the images
+## and charts made at cluster-up). GATE_ARGS="-k ..." narrows the suites on TO.
+REH_GATE ?= rh-gate
+eks-rehearsal-gate: build docker
+	@$(KE2E) rehearsal up-aws --name $(REH_GATE) --karpenter-version $(FROM) || exit 2; \
+	rc=0; (set -a; . "$$($(KE2E) rehearsal env --name $(REH_GATE))"; set +a; \
+	  $(PY) -m karpenter_e2e.clusters.eks.account deploy-stack --stack Karpenter-$(REH_GATE) \
+	    --template "$$($(KE2E) rehearsal env --name $(REH_GATE) --template)" --cluster $(REH_GATE) \
+	  && $(KE2E) rehearsal cluster-up --name $(REH_GATE) --karpenter-version $(FROM) \
+	  && CLUSTER_NAME=$(REH_GATE) AWS_REGION=us-west-2 .ci/eks-night opt-in \
+	  && $(KE2E) gate --from $(FROM) --to $(TO) --cluster eks --cluster-name $(REH_GATE) \
+	    --kubeconfig "$$KUBECONFIG" --eks-opt-in $(REH_GATE) --region us-west-2 \
+	    --interruption-queue $(REH_GATE) --perf-pods 0 --no-diff-examples \
+	    --chart-repo "$$($(KE2E) rehearsal env --name $(REH_GATE) --charts)" \
+	    --out reports/upgrade-gate-eks $(GATE_ARGS); rc=$$?; \
+	  CLUSTER_NAME=$(REH_GATE) AWS_REGION=us-west-2 \
+	    EKS_CLUSTER_DELETE="$(KE2E) rehearsal cluster-down --name $(REH_GATE)" \
+	    .ci/eks-night teardown || rc=1; \
+	  $(KE2E) rehearsal check-leaks --name $(REH_GATE) reports/upgrade-gate-eks || rc=1; \
+	  exit $$rc) || rc=$$?; \
+	$(KE2E) rehearsal down --name $(REH_GATE); exit $$rc
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm);
 ## RESULTS=reports/upgrade-gate/allure-results for the gate's

@@ -10,7 +10,8 @@
     check-opt-in  eks mode refuses the cluster without its opt-in, or opted in for another
     check-leaks   PATH...: the run's made-up credentials in no file written since up-aws
     env           the environment file's path (`set -a; . "$(... env)"; set +a`); with
-                  --template, the getting-started template's (stack.py)
+                  --template, the getting-started template's (stack.py); with --charts,
+                  the packaged charts' directory
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"images and charts are made for {', '.join(versions.AWS_PROVIDER_VERSIONS)} "
                         "too, as a registry would serve them (the upgrade gate's)")
     p.add_argument("--template", action="store_true", help="env: the template's path instead")
+    p.add_argument("--charts", action="store_true",
+                   help="env: the directory of the packaged charts instead (the gate's "
+                        "--chart-repo)")
     p.add_argument("--after", choices=("sweep", "teardown"), default="sweep",
                    help="check-sweep: which step the objects were left to")
     p.add_argument("paths", nargs="*", type=Path, help="check-leaks: files and directories")
@@ -63,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(r.check_sweep(args.after)))
         else:
             r.environment()  # refuses when not up
-            print(r.template_file if args.template else r.env_file)
+            print(r.template_file if args.template else r.charts_dir if args.charts
+                  else r.env_file)
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
