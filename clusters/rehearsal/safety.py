@@ -4,7 +4,8 @@ not opt in, one whose ConfigMap names another cluster, and a run that does not n
 Each case changes only the opt-in (the ConfigMap kube-system/karpenter-e2e-opt-in, or the
 run's --karpenter-eks-opt-in), runs one EKS-facing scenario with the night's own options,
 and expects pytest to fail with eks mode's refusal and Karpenter to have been given nothing
-(no NodePool). The ConfigMap the night made is put back afterwards, whatever happened.
+(no NodePool made by the run; a killed run's may be there, for the sweep). The ConfigMap
+the night made is put back afterwards, whatever happened.
 """
 
 from __future__ import annotations
@@ -63,16 +64,19 @@ def prove(cluster: str, kubeconfig: Path, region: str, kubectl: Callable[..., st
             if case.configmap:
                 kubectl("-n", ns, "create", "configmap", name,
                         f"--from-literal=cluster={case.configmap}")
+            # A killed run's NodePools may be there already (the sweep's to delete): the
+            # probe must add none.
+            before = set(nodepools())
             proc = process.run(pytest_command(cluster, kubeconfig, region,
                                               case.opt_in or cluster, reports),
                                PYTEST_TIMEOUT_S, what=f"pytest ({case.what})", cwd=cwd)
             said = proc.stdout + proc.stderr
-            pools = nodepools()
-            refused = proc.returncode != 0 and case.refusal in said and not pools
+            made = sorted(set(nodepools()) - before)
+            refused = proc.returncode != 0 and case.refusal in said and not made
             lines.append(f"{'refused' if refused else 'LET IN':8} {case.what}: pytest exit "
-                         f"{proc.returncode}, NodePools {pools or 'none'}")
+                         f"{proc.returncode}, NodePools made {made or 'none'}")
             if not refused:
-                wrong.append(f"{case.what}: exit {proc.returncode}, NodePools {pools}, "
+                wrong.append(f"{case.what}: exit {proc.returncode}, NodePools made {made}, "
                              f"refusal {'said' if case.refusal in said else 'not said'}:\n"
                              + "\n".join(said.strip().splitlines()[-10:]))
     finally:
