@@ -16,7 +16,7 @@ TO ?= v1.15.0
 GATE_ARGS ?=
 
 PHONY_E2E := soak merge
-.PHONY: $(PHONY_E2E) docker docker-down docs e2e e2e-kind durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs killrate
+.PHONY: $(PHONY_E2E) docker docker-down docs e2e e2e-kind kind-build eks-night eks-rehearsal eks-rehearsal-gate eks-night-account eks-night-opt-in eks-night-suites eks-night-sweep eks-night-teardown durations nightly e2e-aws-sim example-plugin lint test setup build report upgrade-gate scale sweep cluster-up cluster-down cluster-status mutants check check-examples matrix matrix-join bisect explore release-diffs killrate
 
 # An editable install: the project's root on the venv's path, where karpenter_e2e/ names the
 # layers by symlink. Nothing to redo when a module is added; only a changed pyproject does.
@@ -232,6 +232,78 @@ SWEEP_ARGS ?=
 sweep: setup
 	$(KE2E) sweep $(if $(findstring --aws-sim,$(SWEEP_ARGS))$(findstring --kind,$(SWEEP_ARGS)),,--kubeconfig $(SWEEP_KUBECONFIG)) \
 		--max-age $(MAX_AGE) $(SWEEP_ARGS)
+
+## eks-night: the nightly EKS job's steps that do not depend on how its cluster is made
+## (.ci/eks-night): the workflow's eks job runs eks-night-account, -opt-in, -suites, -sweep and
+## -teardown as its steps, its own cluster steps between them; `make eks-night` runs the whole
+## night in order, each step timed (EKS_NIGHT_TIMES), the cluster made by EKS_CLUSTER_UP and
+## deleted by EKS_CLUSTER_DELETE (default: eksctl's). EKS_TEMPLATE: the release's
+## getting-started cloudformation.yaml. AWS: boto3's own credentials and endpoint.
+CLUSTER_NAME ?= karpenter-e2e-nightly
+AWS_REGION ?= us-west-2
+EKS_TEMPLATE ?=
+EKS_SUITES_ARGS ?=
+EKS_WORKERS ?= 2
+EKS_CLUSTER_UP ?=
+EKS_CLUSTER_DELETE ?=
+EKS_BEFORE_SWEEP ?=
+EKS_AFTER_SWEEP ?=
+EKS_NIGHT_TIMES ?= reports/eks-night/steps.md
+EKS_NIGHT_STEPS := account opt-in suites sweep teardown
+# Each of these reaches the script as an environment variable (a value holds no double quote).
+EKS_NIGHT_VARS := CLUSTER_NAME AWS_REGION EKS_TEMPLATE EKS_SUITES_ARGS EKS_WORKERS EKS_CLUSTER_UP \
+	EKS_CLUSTER_DELETE EKS_BEFORE_SWEEP EKS_AFTER_SWEEP EKS_NIGHT_TIMES
+EKS_NIGHT := $(foreach v,$(EKS_NIGHT_VARS),$(v)="$($(v))") .ci/eks-night
+$(addprefix eks-night-,$(EKS_NIGHT_STEPS)): eks-night-%: setup
+	$(EKS_NIGHT) $*
+eks-night: build
+	$(EKS_NIGHT) all
+
+## eks-rehearsal: the EKS night on this machine, no account: kind as the control plane, the
+## AWS provider installed by its own charts (from its module's source), aws-sim's fake AWS
+## reachable from the kind network, eks mode unchanged (docs/modes-eks-kind.md). The same
+## `make eks-night` as the workflow, between `karpenter-e2e rehearsal up-aws` and `down`.
+REH_NAME ?= rh-night
+REH_ARGS ?=
+eks-rehearsal: build docker
+	@$(KE2E) rehearsal up-aws --name $(REH_NAME) $(REH_ARGS) || exit 2; \
+	mkdir -p reports/eks-night; rcfile=reports/eks-night/.rc; echo 1 > $$rcfile; \
+	{ (set -a; . "$$($(KE2E) rehearsal env --name $(REH_NAME))"; set +a; \
+	  $(MAKE) --no-print-directory eks-night CLUSTER_NAME=$(REH_NAME) AWS_REGION=us-west-2 \
+	    EKS_TEMPLATE="$$($(KE2E) rehearsal env --name $(REH_NAME) --template)" \
+	    EKS_CLUSTER_UP="$(KE2E) rehearsal cluster-up --name $(REH_NAME) $(REH_ARGS)" \
+	    EKS_CLUSTER_DELETE="$(KE2E) rehearsal cluster-down --name $(REH_NAME)" \
+	    EKS_BEFORE_SWEEP="$(KE2E) rehearsal check-opt-in --name $(REH_NAME) && $(KE2E) rehearsal seed-sweep --name $(REH_NAME)" \
+	    EKS_AFTER_SWEEP="$(KE2E) rehearsal check-sweep --name $(REH_NAME) --after sweep" \
+	  && $(KE2E) rehearsal check-sweep --name $(REH_NAME) --after teardown); \
+	  echo $$? > $$rcfile; } 2>&1 | tee reports/eks-night/console.log; rc=$$(cat $$rcfile); \
+	$(KE2E) rehearsal check-leaks --name $(REH_NAME) reports || rc=1; \
+	$(KE2E) rehearsal down --name $(REH_NAME); exit $$rc
+
+## eks-rehearsal-gate: the upgrade gate as a platform team runs it on EKS, rehearsed: the
+## rehearsal cluster with FROM installed by its chart (and the stack of FROM's module), then
+## `gate --cluster eks`, whose `helm upgrade` takes TO's packaged charts (--chart-repo); the
+## night's teardown after it. TO must be one of versions.AWS_PROVIDER_VERSIONS (the images
+## and charts made at cluster-up). GATE_ARGS="-k ..." narrows the suites on TO.
+REH_GATE ?= rh-gate
+eks-rehearsal-gate: build docker
+	@$(KE2E) rehearsal up-aws --name $(REH_GATE) --karpenter-version $(FROM) || exit 2; \
+	rc=0; (set -a; . "$$($(KE2E) rehearsal env --name $(REH_GATE))"; set +a; \
+	  $(PY) -m karpenter_e2e.clusters.eks.account deploy-stack --stack Karpenter-$(REH_GATE) \
+	    --template "$$($(KE2E) rehearsal env --name $(REH_GATE) --template)" --cluster $(REH_GATE) \
+	  && $(KE2E) rehearsal cluster-up --name $(REH_GATE) --karpenter-version $(FROM) \
+	  && CLUSTER_NAME=$(REH_GATE) AWS_REGION=us-west-2 .ci/eks-night opt-in \
+	  && $(KE2E) gate --from $(FROM) --to $(TO) --cluster eks --cluster-name $(REH_GATE) \
+	    --kubeconfig "$$KUBECONFIG" --eks-opt-in $(REH_GATE) --region us-west-2 \
+	    --interruption-queue $(REH_GATE) --perf-pods 0 --no-diff-examples \
+	    --chart-repo "$$($(KE2E) rehearsal env --name $(REH_GATE) --charts)" \
+	    --out reports/upgrade-gate-eks $(GATE_ARGS); rc=$$?; \
+	  CLUSTER_NAME=$(REH_GATE) AWS_REGION=us-west-2 \
+	    EKS_CLUSTER_DELETE="$(KE2E) rehearsal cluster-down --name $(REH_GATE)" \
+	    .ci/eks-night teardown || rc=1; \
+	  $(KE2E) rehearsal check-leaks --name $(REH_GATE) reports/upgrade-gate-eks || rc=1; \
+	  exit $$rc) || rc=$$?; \
+	$(KE2E) rehearsal down --name $(REH_GATE); exit $$rc
 
 ## report: offline HTML report from the last run's Allure results (Allure 3 from npm);
 ## RESULTS=reports/upgrade-gate/allure-results for the gate's

@@ -112,6 +112,12 @@ def _declared(flag: Callable[[str], str], modes: tuple[str, ...]) -> dict[str, d
         "interruption-queue": dict(
             default=None,
             help="eks: Karpenter's interruption SQS queue name (default: cluster name)"),
+        "chart-repo": dict(
+            default=None, metavar="REPO",
+            help="eks: where an upgrade's `helm upgrade` finds Karpenter's charts (karpenter-crd, "
+                 "karpenter): an OCI repository (default oci://public.ecr.aws/karpenter, the "
+                 "nightly's) or a directory of packaged charts, <chart>-<version>.tgz (a "
+                 "mirror's `helm pull`)"),
         "kind-image": dict(
             default=None, metavar="IMAGE",
             help="kind: the node image: kindest (kind's published kindest/node for the "
@@ -146,6 +152,7 @@ class ClusterOptions:
     eks_ami: str = "al2023@latest"
     eks_ami_family: str = "AL2023"
     interruption_queue: str | None = None
+    chart_repo: str | None = None
     kind_image: str | None = None
 
     @classmethod
@@ -276,5 +283,5 @@ def create(opts: ClusterOptions, flag: Callable[[str], str] = cli_flag) -> Clust
                           security_group_tag=opts.eks_security_group_tag,
                           opt_in_name=opts.eks_opt_in,
                           karpenter_namespace=opts.karpenter_namespace, ami=opts.eks_ami,
-                          ami_family=opts.eks_ami_family, flag=flag)
+                          ami_family=opts.eks_ami_family, chart_repo=opts.chart_repo, flag=flag)
     raise ClusterError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")

@@ -29,6 +29,8 @@ COMMANDS = {name: Subcommand(module, what) for name, module, what in [
     ("synthetic", "checks.synthetic", "a generated snapshot of N nodes and M pods"),
     ("cluster", "clusters.cli", "a cluster by hand: up, down, status, logs, build"),
     ("docker", "clusters.kind.docker", "Docker for kind: found, or installed and started here"),
+    ("rehearsal", "clusters.rehearsal.cli",
+     "an EKS-like cluster here (kind, the AWS provider's chart, a fake AWS) for the EKS night"),
     ("matrix", "runners.matrix", "the suites on several Karpenter releases: scenario x release"),
     ("matrix-join", "runners.matrix_join", "several matrix directories as one table"),
     ("bisect", "runners.bisect", "the first release where a scenario fails, or passes again"),

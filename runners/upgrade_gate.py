@@ -47,6 +47,47 @@ PERF_MAX_RATIO = 1.5
 PERF_RATIOS = ""
 
 
+# What an EKS cluster's gate passes on to its pytest runs: the cluster is the team's own, reached
+# by kubeconfig and opted in (eks mode); FROM is what Helm installed there.
+EKS_OPTIONS = ("kubeconfig", "kube-context", "eks-opt-in", "region", "interruption-queue",
+               "chart-repo")
+
+
+def eks_refusals(args) -> list[str]:
+    """What the gate cannot do on one existing EKS cluster, each with how to leave it out."""
+    said = []
+    if args.perf_pods:
+        said.append("the performance case needs a fresh cluster of FROM and one of TO, and an "
+                    "EKS cluster is one cluster: pass --perf-pods 0")
+    if args.diff or not args.no_diff_examples:
+        said.append("the differential checks each folder on fresh clusters (`check` runs in "
+                    "local, aws-sim and kind mode): pass --no-diff-examples and no --diff")
+    if not args.kubeconfig:
+        said.append("--kubeconfig names the EKS cluster (with --eks-opt-in, as eks mode asks)")
+    return said
+
+
+def eks_args(args) -> list[str]:
+    """The eks options given to the gate, as its pytest runs spell them."""
+    out = []
+    for name in EKS_OPTIONS:
+        value = getattr(args, name.replace("-", "_"))
+        if value:
+            out += [plugin_flag(name), str(value)]
+    return out
+
+
+def check_installed(backend, from_v: str) -> str:
+    """eks: the cluster must run FROM before the gate upgrades it (its Helm release is the
+    team's; the gate installs nothing first)."""
+    running = backend.up().versions.get("karpenter", "")
+    if running != "v" + from_v.removeprefix("v"):
+        raise ClusterError(f"EKS cluster {backend.name!r} runs Karpenter {running}, not "
+                           f"{from_v}: install {from_v} with its chart first (the gate upgrades "
+                           "what is installed)")
+    return running
+
+
 def check_versions(mode: str, from_v: str, to_v: str) -> None:
     """Refuse unknown versions, downgrades and versions that do not build, before any run."""
     try:
@@ -203,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="from_v", required=True)
     p.add_argument("--to", dest="to_v", required=True)
-    backends.add_options(adder(p.add_argument), only=("cluster", "cluster-name"),
+    backends.add_options(adder(p.add_argument), only=("cluster", "cluster-name", *EKS_OPTIONS),
                          defaults={"cluster-name": "upgrade-gate"})  # never the suites' cluster
     p.add_argument("--window", type=float, default=60.0, help="seconds nothing may be disrupted")
     p.add_argument("-k", dest="select", default="", help="run only these suites (pytest -k)")
@@ -239,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.perf_pods < 0:
             raise ClusterError(f"--perf-pods {args.perf_pods}: a number of pods, or 0 to skip")
         limits = perf_comparison.parse_limits(args.perf_max_ratio, args.perf_ratios)
+        if args.cluster == "eks" and (refused := eks_refusals(args)):
+            raise ClusterError("on an EKS cluster " + "; ".join(refused))
         check_versions(args.cluster, args.from_v, args.to_v)
         # A team's folder FROM cannot run is a question the gate cannot answer: said now.
         unfit = [f"{d}: {why}" for d in args.diff for why in needs.lacking(d, args.from_v, args.to_v)]
@@ -269,9 +312,19 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         fresh += [f("kubernetes-version"), kube]
     common = [*fresh, f("cluster-name"), args.cluster_name, f("keep-cluster")]
-    backend = backends.create(backends.ClusterOptions(
+    if args.cluster == "eks":
+        common += eks_args(args)
+    backend = backends.create(backends.ClusterOptions.of(args) if args.cluster == "eks" else
+                              backends.ClusterOptions(
         cluster=args.cluster, cluster_name=args.cluster_name, karpenter_version=args.to_v,
         kubernetes_version=kube))
+    if args.cluster == "eks":
+        try:
+            print(f"upgrade gate: EKS cluster {args.cluster_name} runs Karpenter "
+                  f"{check_installed(backend, args.from_v)}", flush=True)
+        except ClusterError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     # Each perf phase on a fresh cluster of its own: the run must not start on another's etcd
     # history and warm caches (bring-up is seconds).
     perf_names = {args.from_v: f"{args.cluster_name}-from",

@@ -221,3 +221,15 @@ def test_registrar_reserves_what_nodeadm_does_when_karpenter_names_nothing():
     # one 1-CPU pod per 2-vCPU node, as Karpenter planned: never two
     assert alloc["cpu"] == "1930m"
     assert alloc["memory"] == f"{(4096 - 11 * 29 - 255 - 100) * 1024}Ki"
+
+
+def test_instance_profiles_are_listed_by_path_as_iam_lists_them(account):
+    # Karpenter's EC2NodeClass finalizer deletes every profile ListInstanceProfiles gives for
+    # its /karpenter/<region>/<cluster>/<uid>/ prefix: unfiltered, it took foreign ones too.
+    iam = boto3.client("iam", region_name=REGION)
+    iam.create_instance_profile(InstanceProfileName="theirs", Path="/karpenter/us-west-2/c/u1/")
+    iam.create_instance_profile(InstanceProfileName="foreign", Path="/team/")
+    listed = iam.list_instance_profiles(PathPrefix="/karpenter/us-west-2/c/u1/")["InstanceProfiles"]
+    assert [p["InstanceProfileName"] for p in listed] == ["theirs"]
+    every = {p["InstanceProfileName"] for p in iam.list_instance_profiles()["InstanceProfiles"]}
+    assert {"theirs", "foreign"} <= every

@@ -40,6 +40,21 @@ def steps() -> dict[str, dict]:
     return {s.get("name") or s["uses"]: s for s in eks_job()["steps"]}
 
 
+NIGHT = REPO / ".ci" / "eks-night"
+
+
+def night(step: str) -> str:
+    """The body of one of .ci/eks-night's steps (a shell function), which the workflow's step
+    runs as `make eks-night-<step>` and `make eks-rehearsal` runs in order."""
+    text = NIGHT.read_text()
+    start = text.index(f"\n{step.replace('-', '_')}() {{\n")
+    return text[start:text.index("\n}\n", start)]
+
+
+def runs(step: str, target: str) -> bool:
+    return f"make {target}" in steps()[step]["run"]
+
+
 def minor(version: str) -> tuple[int, int]:
     major, minor_, *_ = version.lstrip("v").split(".")
     return int(major), int(minor_)
@@ -62,9 +77,10 @@ def test_eksctl_attaches_only_policies_upstreams_stack_defines(provider_module):
 
 def test_workflow_checks_the_downloaded_template_before_making_the_cluster():
     names = list(steps())
-    account_step = steps()["account (spot role, Karpenter's stack)"]["run"]
+    assert runs("account (spot role, Karpenter's stack)", "eks-night-account")
+    account_step = night("account")
     assert "karpenter_e2e.clusters.eks.account check-stack" in account_step
-    assert account_step.index("check-stack") < account_step.index("aws cloudformation deploy")
+    assert account_step.index("check-stack") < account_step.index("account deploy-stack")
     assert names.index("account (spot role, Karpenter's stack)") \
         < names.index("cluster (create or reuse)")
 
@@ -78,8 +94,9 @@ def test_workflow_template_is_the_installed_release():
 
 # ---- 3: the spot service-linked role, before anything launches --------------------------------
 def test_workflow_makes_the_spot_role_before_the_cluster():
-    run = steps()["account (spot role, Karpenter's stack)"]["run"]
+    run = night("account")
     assert "karpenter_e2e.clusters.eks.account spot-role" in run
+    assert run.index("spot-role") < run.index("deploy-stack")
     assert "|| true" not in run  # only "already exists" is forgiven, by the module
 
 
@@ -99,12 +116,12 @@ def test_workflow_installs_a_pinned_nvidia_device_plugin_with_karpenters_gpu_lab
 
 
 # ---- 7: a reused stack is not an error --------------------------------------------------------
-def test_cloudformation_deploy_tolerates_an_empty_changeset():
-    deploys = [s["run"] for s in eks_job()["steps"] if "aws cloudformation deploy" in s.get("run", "")]
-    assert deploys
-    for run in deploys:
-        command = run[run.index("aws cloudformation deploy"):].split("\n\n")[0]
-        assert "--no-fail-on-empty-changeset" in command, command
+def test_the_stack_deploy_tolerates_an_empty_changeset():
+    # `aws cloudformation deploy --no-fail-on-empty-changeset`, through boto3
+    # (account.deploy_stack; tests/test_rehearsal.py deploys twice against moto).
+    run = night("account")
+    assert '--stack "$STACK"' in run and "deploy-stack" in run
+    assert 'STACK="Karpenter-${CLUSTER_NAME}"' in NIGHT.read_text()
 
 
 # ---- 8: the pinned eksctl has run the cluster's Kubernetes version ----------------------------
@@ -148,13 +165,28 @@ def test_credentials_outlive_the_job():
 
 # ---- 5, 6: tear-down order ---------------------------------------------------------------------
 def test_teardown_removes_karpenters_objects_before_karpenter_and_leftovers_before_the_stack():
-    run = steps()["tear down"]["run"]
+    assert runs("tear down", "eks-night-teardown")
+    run = night("teardown")
     order = ["karpenter-objects", "helm uninstall karpenter", '"${teardown[@]}" instances',
-             "eksctl delete cluster", 'leftovers --stack "Karpenter-${CLUSTER_NAME}"']
+             "EKS_CLUSTER_DELETE", 'leftovers --stack "$STACK"']
+    assert "eksctl delete cluster" in NIGHT.read_text()  # the default EKS_CLUSTER_DELETE
     at = [run.index(step) for step in order]
     assert at == sorted(at), dict(zip(order, at, strict=True))
     assert "aws cloudformation delete-stack" not in run  # the module deletes it and waits
-    assert "karpenter.k8s.aws/cluster" not in WORKFLOW.read_text()  # unset since v1.1
+    assert "karpenter.k8s.aws/cluster" not in WORKFLOW.read_text() + NIGHT.read_text()
+
+
+def test_every_night_step_is_a_workflow_step_and_the_rehearsal_runs_them_all():
+    for step, target in [("opt the cluster in", "eks-night-opt-in"),
+                         ("scenario suites (eks mode)", "eks-night-suites"),
+                         ("sweep leftovers", "eks-night-sweep")]:
+        assert runs(step, target), step
+    assert "--karpenter-cluster=eks" in night("suites")
+    assert "--max-age 0s" in night("sweep") or "MAX_AGE=0s" in night("sweep")
+    rehearsal = yaml.safe_load(WORKFLOW.read_text())["jobs"]["eks-rehearsal"]
+    assert any("make eks-rehearsal" in s.get("run", "") for s in rehearsal["steps"])
+    make = (REPO / "Makefile").read_text()
+    assert "$(MAKE) --no-print-directory eks-night " in make  # the same steps, in order
 
 
 # ---- the nightly-only scenarios ----------------------------------------------------------------

@@ -76,7 +76,9 @@ def test_nightly_always_sweeps_and_tears_down():
     steps = {s.get("name"): s for s in yaml.safe_load(WORKFLOW.read_text())["jobs"]["eks"]["steps"]}
     assert steps["sweep leftovers"]["if"].startswith("always()")
     assert steps["tear down"]["if"].startswith("always()")
-    assert "--karpenter-eks-opt-in" in steps["scenario suites (eks mode)"]["run"]
+    assert steps["scenario suites (eks mode)"]["run"] == "make eks-night-suites"
+    night = (REPO / ".ci" / "eks-night").read_text()
+    assert "--karpenter-eks-opt-in $CLUSTER_NAME" in night[night.index("\nsuites() {"):]
 
 
 def test_run_scripts_parse_as_bash():

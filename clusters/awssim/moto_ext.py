@@ -71,6 +71,7 @@ def install(prices: Prices, backend_for: Callable[[], object],
         _fleet_cheapest_override(prices, backend_for)
         _fleet_security_groups(backend_for)
         _dry_run_instance_types()
+        _instance_profiles_by_path()
         _static_responses(response_cache, prices)
         _done.append("installed")
 
@@ -87,6 +88,22 @@ def _dry_run_instance_types() -> None:
         return orig(self)
 
     InstanceResponse.describe_instance_types = describe_instance_types
+
+
+def _instance_profiles_by_path() -> None:
+    """ListInstanceProfiles with PathPrefix (Karpenter's EC2NodeClass finalizer lists the
+    profiles under /karpenter/<region>/<cluster>/<uid>/ and deletes each one listed): IAM
+    answers only those under the prefix; moto ignored it and listed every profile in the
+    account, so one NodeClass's deletion took every profile, foreign ones too."""
+    from moto.core.responses import ActionResult
+    from moto.iam.responses import IamResponse
+
+    def list_instance_profiles(self):
+        prefix = self._get_param("PathPrefix") or "/"
+        return ActionResult({"InstanceProfiles": [
+            p for p in self.backend.get_instance_profiles() if p.path.startswith(prefix)]})
+
+    IamResponse.list_instance_profiles = list_instance_profiles
 
 
 def _spot_price_history(prices: Prices) -> None:

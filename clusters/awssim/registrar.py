@@ -119,7 +119,7 @@ def nodeadm_reserved(vcpus: int, max_pods: int) -> dict[str, float]:
 
 
 def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str,
-             price: float | None = None) -> dict:
+             price: float | None = None, annotations: dict[str, str] | None = None) -> dict:
     """The Node kubelet (and the cloud controller manager) would register for ``instance``;
     ``price`` (what the fake charges per hour) becomes the label Karpenter's KWOK provider
     sets in local mode, so the suites' cost checks read the same label in both modes."""
@@ -159,7 +159,8 @@ def node_for(instance: dict, itype: dict, boot: Bootstrap, region: str,
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": labels,
                      "annotations": {"alpha.kubernetes.io/provided-node-ip":
-                                     instance.get("PrivateIpAddress", "")}},
+                                     instance.get("PrivateIpAddress", ""),
+                                     **(annotations or {})}},
         "spec": {"providerID": f"aws:///{zone}/{instance['InstanceId']}",
                  "taints": [{k: v for k, v in t.items() if k in ("key", "value", "effect")}
                             for t in boot.taints]},
@@ -177,9 +178,14 @@ class Registrar:
     """Polls the fake's instances and keeps one Node per live Karpenter instance."""
 
     def __init__(self, ec2, core_api, region: str, kubelet_version: str,
-                 price: Callable[[str, str, str], float] | None = None):
+                 price: Callable[[str, str, str], float] | None = None,
+                 annotations: dict[str, str] | None = None):
         self.ec2, self.core, self.region = ec2, core_api, region
         self.price = price  # (instance type, zone, capacity type) -> $/h
+        # On each Node: what the kwok that simulates the cluster's nodes selects its nodes by
+        # (a kind cluster's kwok manages only nodes annotated kwok.x-k8s.io/node=fake; local
+        # mode's kwokctl manages every node and needs none).
+        self.annotations = dict(annotations or {})
         self.kubelet_version = kubelet_version
         self._types: dict[str, dict] = {}
         self._registered: set[str] = set()  # instance ids
@@ -222,7 +228,7 @@ class Registrar:
             price = self.price(inst["InstanceType"], inst["Placement"]["AvailabilityZone"],
                                capacity_type) if self.price else None
             body = node_for(inst, self._itype(inst["InstanceType"]), boot, self.region,
-                            price if price != float("inf") else None)
+                            price if price != float("inf") else None, self.annotations)
             body["status"]["nodeInfo"]["kubeletVersion"] = self.kubelet_version
             try:
                 self.core.create_node(body, _request_timeout=10)

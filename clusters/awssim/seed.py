@@ -53,11 +53,22 @@ def minors(kubernetes_version: str) -> tuple[str, str]:
 
 def seed(session, region: str, cluster: str, kubernetes_version: str, zones: list[str]) -> Seeded:
     """Create the account's resources; ``session`` is a boto3 Session whose clients reach
-    the fake (endpoint and dummy credentials set by the caller)."""
+    the fake (endpoint and dummy credentials set by the caller). Each part is what one
+    author makes on a real account: eksctl (``network``, ``eks_record``), Karpenter's
+    getting-started stack (``stack_resources``) and AWS itself (``published_amis``)."""
     ec2, iam, sqs, eks = (session.client(s) for s in ("ec2", "iam", "sqs", "eks"))
-    tag = {"Key": DISCOVERY_KEY, "Value": cluster}
     out = Seeded(region=region, cluster=cluster, zones=list(zones))
+    network(ec2, cluster, zones, out)
+    stack_resources(iam, sqs, cluster, out)
+    eks_record(eks, cluster, kubernetes_version, out)
+    published_amis(ec2, region, kubernetes_version, out)
+    return out
 
+
+def network(ec2, cluster: str, zones: list[str], out: Seeded) -> None:
+    """What eksctl makes for the cluster: a VPC, a private subnet per zone and the node
+    security group, subnets and group tagged ``karpenter.sh/discovery=<cluster>``."""
+    tag = {"Key": DISCOVERY_KEY, "Value": cluster}
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     ec2.create_tags(Resources=[vpc], Tags=[{"Key": "Name", "Value": cluster}])
     out.vpc = vpc
@@ -70,6 +81,10 @@ def seed(session, region: str, cluster: str, kubernetes_version: str, zones: lis
         GroupName=f"{cluster}-node", Description="EKS node security group", VpcId=vpc,
         TagSpecifications=[{"ResourceType": "security-group", "Tags": [tag]}])["GroupId"]
 
+
+def stack_resources(iam, sqs, cluster: str, out: Seeded) -> None:
+    """What the getting-started stack makes that Karpenter reads: the node role (with an
+    instance profile, as the stack did before v1) and the interruption queue."""
     out.node_role = f"KarpenterNodeRole-{cluster}"
     iam.create_role(RoleName=out.node_role, AssumeRolePolicyDocument=json.dumps({
         "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
@@ -80,12 +95,14 @@ def seed(session, region: str, cluster: str, kubernetes_version: str, zones: lis
     iam.create_instance_profile(InstanceProfileName=out.instance_profile)
     iam.add_role_to_instance_profile(InstanceProfileName=out.instance_profile,
                                      RoleName=out.node_role)
-
     out.queue_url = sqs.create_queue(QueueName=cluster, Attributes={
         "MessageRetentionPeriod": "300"})["QueueUrl"]
 
-    # Karpenter reads the service CIDR from DescribeCluster for AL2023's user data; without
-    # the record the EC2NodeClass never turns Ready.
+
+def eks_record(eks, cluster: str, kubernetes_version: str, out: Seeded) -> None:
+    """The EKS cluster record eksctl's create leaves. Karpenter reads the service CIDR from
+    DescribeCluster for AL2023's user data (without it the EC2NodeClass never turns Ready),
+    and its endpoint when settings.clusterEndpoint is unset."""
     eks.create_cluster(
         name=cluster, version=minors(kubernetes_version)[1],
         roleArn=f"arn:aws:iam::{ACCOUNT}:role/{cluster}-cluster-role",
@@ -93,6 +110,11 @@ def seed(session, region: str, cluster: str, kubernetes_version: str, zones: lis
                             "securityGroupIds": [out.security_group]},
         kubernetesNetworkConfig={"serviceIpv4Cidr": SERVICE_CIDR, "ipFamily": "ipv4"})
 
+
+def published_amis(ec2, region: str, kubernetes_version: str, out: Seeded) -> None:
+    """The EKS-optimized AL2023 AMIs of the previous and the current minor, and their SSM
+    parameters: what AWS publishes in every account. Runs in the fake's own process (its
+    backends are patched directly)."""
     for minor in minors(kubernetes_version):
         out.amis[minor] = {}
         for arch, variant in AMI_VARIANTS:
@@ -104,7 +126,6 @@ def seed(session, region: str, cluster: str, kubernetes_version: str, zones: lis
             out.amis[minor][f"{arch}/{variant}"] = image
     fix_amis(region, out)
     publish_ssm(region, out)
-    return out
 
 
 def fix_amis(region: str, seeded: Seeded) -> None:

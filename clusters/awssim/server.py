@@ -36,6 +36,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--zones", required=True, help="comma-separated")
     p.add_argument("--response-cache", type=Path, default=None,
                    help="file keeping moto's serialized static answers between runs")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to serve on (a kind network's gateway, for pods to reach)")
+    p.add_argument("--seed", choices=("account", "published"), default="account",
+                   help="account: everything an EKS account holds after the getting-started "
+                        "steps (aws-sim); published: only what AWS itself publishes (the "
+                        "EKS-optimized AMIs and their SSM parameters), the rest made later "
+                        "through the API as the nightly makes it")
+    p.add_argument("--node-annotation", action="append", default=[], metavar="KEY=VALUE",
+                   help="an annotation the registrar puts on every Node (repeatable)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout,
                         format="%(asctime)s.%(msecs)03d %(name)s: %(message)s", datefmt="%H:%M:%S")
@@ -51,14 +60,19 @@ def main(argv: list[str] | None = None) -> int:
     prices = moto_ext.Prices(moto_ext.on_demand_prices(args.pricing_go))
     moto_ext.install(prices, lambda: get_backend("ec2")[seed.ACCOUNT][args.region],
                      response_cache=args.response_cache)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=args.port, verbose=False)
+    server = ThreadedMotoServer(ip_address=args.host, port=args.port, verbose=False)
     server.start()
-    endpoint = f"http://127.0.0.1:{args.port}"
+    endpoint = f"http://{args.host}:{args.port}"
     session = boto3.Session(region_name=args.region, **{
         "aws_access_key_id": "testing", "aws_secret_access_key": "testing"})
     clients = _with_endpoint(session, endpoint)
-    seeded = seed.seed(clients, args.region, args.cluster, args.kubernetes_version,
-                       args.zones.split(","))
+    if args.seed == "account":
+        seeded = seed.seed(clients, args.region, args.cluster, args.kubernetes_version,
+                           args.zones.split(","))
+    else:
+        seeded = seed.Seeded(region=args.region, cluster=args.cluster,
+                             zones=args.zones.split(","))
+        seed.published_amis(clients.client("ec2"), args.region, args.kubernetes_version, seeded)
     write_whole(args.run_dir / "aws.json", seeded.to_json())
     log.warning("fake AWS on %s seeded for cluster %s (%d zones, AMIs %s)", endpoint,
                 args.cluster, len(seeded.zones), ", ".join(sorted(seeded.amis)))
@@ -75,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     if api is None:  # SIGTERM before the cluster came up
         server.stop()
         return 0
+    annotations = dict(a.split("=", 1) for a in args.node_annotation)
     registrar = Registrar(clients.client("ec2"), api, args.region, args.kubernetes_version,
-                          price=prices.price)
+                          price=prices.price, annotations=annotations)
     registrar.run(stop)
     server.stop()
     log.warning("fake AWS stopped")

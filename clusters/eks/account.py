@@ -3,6 +3,8 @@
     python -m karpenter_e2e.clusters.eks.account spot-role
     python -m karpenter_e2e.clusters.eks.account check-stack --template cloudformation.yaml \
         --eksctl clusters/eks/eksctl.yaml
+    python -m karpenter_e2e.clusters.eks.account deploy-stack --template cloudformation.yaml \
+        --stack Karpenter-<cluster> --cluster <cluster>
 
 ``spot-role``: EC2 needs the spot service-linked role to launch spot capacity; an account
 that never used spot has none, and Karpenter (which may not create it) then fails every
@@ -12,6 +14,11 @@ getting-started guide creates it once; so does this, idempotently.
 ``check-stack``: every IAM policy and role eksctl.yaml names must be one the getting-started
 CloudFormation template creates, or the cluster's service-account stack fails (the template
 split KarpenterControllerPolicy into six policies in v1.9).
+
+``deploy-stack``: what ``aws cloudformation deploy --capabilities CAPABILITY_NAMED_IAM
+--no-fail-on-empty-changeset`` does: a change set (CREATE for a new stack, UPDATE for one that
+exists), executed and waited for; a change set with nothing to change is no error, so a reused
+stack passes. Through boto3, so it reaches whatever endpoint boto3 is configured for.
 """
 
 from __future__ import annotations
@@ -19,11 +26,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from pathlib import Path
 
 import yaml
 from botocore.exceptions import ClientError
 
+from karpenter_e2e.clusters.api.waits import Observation, eventually
 from karpenter_e2e.clusters.eks import aws
 
 SPOT_SERVICE = "spot.amazonaws.com"
@@ -99,6 +108,74 @@ def missing_from_stack(eksctl: str, template: str) -> list[str]:
     return sorted(f"{kind} {name}" for kind in want for name in want[kind] - have[kind])
 
 
+# ---- deploying the stack ----------------------------------------------------------------------
+# What CloudFormation says of a change set that changes nothing: as the change set's
+# StatusReason ("The submitted information didn't contain changes. Submit different
+# information to create a change set.") or, from some endpoints, at CreateChangeSet ("No
+# updates are to be performed.").
+_NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
+STACK_TIMEOUT_S = 900  # IAM and SQS resources: a few minutes on AWS
+
+
+def _stack_status(cfn, stack: str) -> str | None:
+    try:
+        return cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
+    except ClientError as exc:
+        if "does not exist" in str(exc):
+            return None
+        raise
+
+
+def deploy_stack(cfn, stack: str, template: str, parameters: dict[str, str],
+                 timeout: float = STACK_TIMEOUT_S) -> str:
+    """Create or update ``stack`` from ``template`` through a change set and wait for it;
+    'created', 'updated' or 'no changes'. A failed stack is an AccountError naming the
+    resources that failed and why."""
+    status = _stack_status(cfn, stack)
+    kind = "CREATE" if status in (None, "REVIEW_IN_PROGRESS") else "UPDATE"
+    name = f"karpenter-e2e-{int(time.time())}"
+    try:
+        change_set = aws.call("cloudformation:CreateChangeSet", cfn.create_change_set,
+                              StackName=stack, ChangeSetName=name, ChangeSetType=kind,
+                              TemplateBody=template, Capabilities=["CAPABILITY_NAMED_IAM"],
+                              Parameters=[{"ParameterKey": k, "ParameterValue": v}
+                                          for k, v in parameters.items()])["Id"]
+    except aws.AwsCheckError as exc:
+        if any(s in str(exc) for s in _NO_CHANGES):
+            return "no changes"
+        raise AccountError(f"cannot make a change set for stack {stack}: {exc}") from exc
+
+    def described() -> Observation:
+        d = cfn.describe_change_set(ChangeSetName=change_set)
+        return Observation(d["Status"] in ("CREATE_COMPLETE", "FAILED"),
+                           f"change set {d['Status']}", d)
+
+    d = eventually(described, what=f"the change set of stack {stack}", timeout=timeout, poll=2)
+    if d["Status"] == "FAILED":
+        if any(s in d.get("StatusReason", "") for s in _NO_CHANGES):
+            cfn.delete_change_set(ChangeSetName=change_set)
+            return "no changes"
+        raise AccountError(f"the change set of stack {stack} failed: {d.get('StatusReason')}")
+    aws.call("cloudformation:ExecuteChangeSet", cfn.execute_change_set, ChangeSetName=change_set)
+
+    def settled() -> Observation:
+        now = _stack_status(cfn, stack) or "absent"
+        return Observation(not now.endswith("_IN_PROGRESS"), now, now)
+
+    final = eventually(settled, what=f"stack {stack} to be {kind.lower()}d", timeout=timeout,
+                       poll=5)
+    if final not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
+        raise AccountError(f"stack {stack} ended {final}: {_failed_resources(cfn, stack)}")
+    return "created" if kind == "CREATE" else "updated"
+
+
+def _failed_resources(cfn, stack: str) -> str:
+    events = cfn.describe_stack_events(StackName=stack)["StackEvents"]
+    failed = [f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason', '?')}" for e in events
+              if e.get("ResourceStatus", "").endswith("_FAILED")]
+    return "; ".join(failed) or "no resource events"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m karpenter_e2e.clusters.eks.account", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,7 +184,22 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("check-stack", help="eksctl.yaml's IAM names exist in the template")
     check.add_argument("--template", type=Path, required=True)
     check.add_argument("--eksctl", type=Path, required=True)
+    deploy = sub.add_parser("deploy-stack", help="create or update the getting-started stack "
+                                                 "(aws cloudformation deploy, no change no error)")
+    deploy.add_argument("--template", type=Path, required=True)
+    deploy.add_argument("--stack", required=True)
+    deploy.add_argument("--cluster", required=True, help="the template's ClusterName")
     args = p.parse_args(argv)
+    if args.command == "deploy-stack":
+        import boto3
+        try:
+            said = deploy_stack(boto3.client("cloudformation"), args.stack,
+                                args.template.read_text(), {"ClusterName": args.cluster})
+        except (AccountError, aws.AwsCheckError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"stack {args.stack}: {said}")
+        return 0
     if args.command == "spot-role":
         import boto3
         try:

@@ -38,8 +38,9 @@ OPT_IN_NAMESPACE = "kube-system"
 KARPENTER_SELECTOR = incluster.SELECTOR
 KARPENTER_NAMESPACES = ("kube-system", "karpenter")  # the chart's documented homes
 CRDS = ("nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws")
-CHART = "oci://public.ecr.aws/karpenter/karpenter"
-CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"
+CHART_REPO = "oci://public.ecr.aws/karpenter"  # where the nightly installs from
+CHART = f"{CHART_REPO}/karpenter"
+CRD_CHART = f"{CHART_REPO}/karpenter-crd"
 DISCOVERY_KEY = "karpenter.sh/discovery"
 # An EC2 instance's launch, boot and kubelet join: about a minute, often two. Upstream's
 # expiration e2e (sigs.k8s.io/karpenter test/suites/disruption/expiration_test.go) uses
@@ -128,8 +129,21 @@ def check_opt_in(cluster: str, opt_in_name: str | None, configmap: dict[str, str
                            f"pass {flag('eks-opt-in')} {cluster} (its {where} is in place)")
 
 
+def chart_ref(repo: str, chart: str, version: str) -> str:
+    """Chart ``chart`` at ``version`` in ``repo``: an OCI repository (helm takes --version), or a
+    directory of packaged charts named as `helm package` and `helm pull` name them."""
+    if "://" in repo:
+        return f"{repo.rstrip('/')}/{chart}"
+    packaged = Path(repo).expanduser() / f"{chart}-{version.removeprefix('v')}.tgz"
+    if not packaged.is_file():
+        raise ClusterError(f"no chart {packaged}: the chart repository {repo} is a directory, "
+                           f"and it has no {chart} at {version}")
+    return str(packaged)
+
+
 def helm_upgrade_commands(version: str, *, namespace: str, kubeconfig: Path,
-                          context: str | None = None, timeout: str = "5m") -> list[list[str]]:
+                          context: str | None = None, timeout: str = "5m",
+                          repo: str = CHART_REPO) -> list[list[str]]:
     """CRDs first, then the controller, keeping the installed values (role, queue, cluster).
 
     Helm never upgrades a chart's ``crds/``, so CRDs come from the karpenter-crd chart;
@@ -138,10 +152,11 @@ def helm_upgrade_commands(version: str, *, namespace: str, kubeconfig: Path,
     common = ["--version", chart_version, "--namespace", namespace,
               "--kubeconfig", str(kubeconfig), *(["--kube-context", context] if context else []),
               "--wait", "--timeout", timeout]
-    return [["helm", "upgrade", "--install", "karpenter-crd", CRD_CHART, *common],
+    return [["helm", "upgrade", "--install", "karpenter-crd",
+             chart_ref(repo, "karpenter-crd", version), *common],
             # --reset-then-reuse-values (helm >= 3.14): the new chart's defaults plus our values.
-            ["helm", "upgrade", "--install", "karpenter", CHART, *common, "--skip-crds",
-             "--reset-then-reuse-values"]]
+            ["helm", "upgrade", "--install", "karpenter", chart_ref(repo, "karpenter", version),
+             *common, "--skip-crds", "--reset-then-reuse-values"]]
 
 
 def ami_spec(ami: str, family: str = AMI_FAMILY) -> dict:
@@ -166,6 +181,7 @@ class EksCluster:
                  subnet_tag: str | None = None, security_group_tag: str | None = None,
                  opt_in_name: str | None = None, karpenter_namespace: str | None = None,
                  ami: str = "al2023@latest", ami_family: str = AMI_FAMILY,
+                 chart_repo: str | None = None,
                  api_factory=KubeApi, ec2=None, flag: Callable[[str], str] = cli_flag):
         self.name = cluster_name
         self.flag = flag  # how the refusals name the options (pytest: --karpenter-...)
@@ -181,6 +197,7 @@ class EksCluster:
                                      else KARPENTER_NAMESPACES)
         self.ami = ami
         self.ami_family = ami_family
+        self.chart_repo = chart_repo or CHART_REPO
         self._api_factory = api_factory
         self._api = None
         self._ec2 = ec2
@@ -369,7 +386,8 @@ class EksCluster:
                                ">= 3.14 (https://helm.sh/docs/intro/install/)")
         d = self.karpenter_deployment()
         for cmd in helm_upgrade_commands(version, namespace=d.namespace,
-                                         kubeconfig=self.kubeconfig, context=self.context):
+                                         kubeconfig=self.kubeconfig, context=self.context,
+                                         repo=self.chart_repo):
             proc = run(cmd, timeout=900)
             if proc.returncode != 0:
                 raise ClusterError(f"{' '.join(cmd[:4])} failed: "

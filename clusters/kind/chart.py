@@ -115,19 +115,25 @@ def values(version: str, image: str, env: dict[str, str], catalogue: bool) -> di
     return out
 
 
+def run_helm(helm: Path, args: list[str], what: str, timeout: float = HELM_TIMEOUT_S) -> str:
+    """`helm ARGS` to its end (any chart: the KWOK one here, the AWS provider's in
+    clusters/rehearsal); its stdout, or a ClusterError with the last lines it said."""
+    proc = process.run([str(helm), *args], timeout, what=what)
+    if proc.returncode != 0:
+        raise ClusterError(f"{what} failed:\n"
+                           + "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:]))
+    return proc.stdout
+
+
 def upgrade_install(helm: Path, kubeconfig: Path, version: str, chart_values: dict,
                     values_file: Path) -> str:
     """`helm upgrade --install` of the release's chart with ``chart_values``; helm's output."""
     values_file.write_text(json.dumps(chart_values, indent=1))
-    cmd = [str(helm), "upgrade", "--install", RELEASE, str(chart_dir(version)),
-           "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig), "--skip-crds",
-           "--values", str(values_file), "--server-side", "false",
-           "--wait", "--timeout", HELM_WAIT]
-    proc = process.run(cmd, HELM_TIMEOUT_S, what=f"helm upgrade --install karpenter {version}")
-    if proc.returncode != 0:
-        raise ClusterError(f"helm upgrade --install of Karpenter {version}'s chart failed:\n"
-                           + "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:]))
-    return proc.stdout
+    return run_helm(helm, ["upgrade", "--install", RELEASE, str(chart_dir(version)),
+                           "--namespace", NAMESPACE, "--kubeconfig", str(kubeconfig),
+                           "--skip-crds", "--values", str(values_file), "--server-side", "false",
+                           "--wait", "--timeout", HELM_WAIT],
+                    f"helm upgrade --install of Karpenter {version}'s chart")
 
 
 def uninstall(helm: Path, kubeconfig: Path) -> None:

@@ -259,13 +259,20 @@ class KindCluster:
         return self.info()
 
     def _up(self, docker_version: str) -> None:
+        self.local._karpenter_binary(self.karpenter_version)  # before anything starts
+        self.create(docker_version)
+        self.start_karpenter()
+
+    def create(self, docker_version: str) -> None:
+        """The kind cluster with kwok in it, and no Karpenter yet: `kind create` on a network
+        of its own, the system daemons kept off Karpenter's nodes, kwok from its manifests.
+        The run directory starts empty."""
         local = self.local
         if local.run_dir.exists():
             shutil.rmtree(local.run_dir)
         local.logs_dir.mkdir(parents=True)
         build.build_all([build.find("kubectl", local.kubernetes_version), build.find("kwok")])
         self.helm()
-        local._karpenter_binary(self.karpenter_version)  # before anything starts
         image = self.resolve_node_image()
         self._create_network()
         config = local.run_dir / "kind.yaml"
@@ -286,7 +293,6 @@ class KindCluster:
         self.keep_system_daemons_off_karpenter_nodes()
         self.let_local_path_tolerate_the_taint()
         self.install_kwok()
-        self.start_karpenter()
 
     def _create_network(self) -> None:
         """A Docker network of this cluster's own (kind uses it through
@@ -300,6 +306,17 @@ class KindCluster:
         if proc.returncode != 0:
             raise ClusterError(f"docker network create {self.network} failed: "
                                f"{proc.stderr.strip()}")
+
+    def gateway(self) -> str:
+        """This machine's address on the cluster's Docker network: where a process here is
+        reachable from the node and its pods (kind masquerades pod traffic leaving the node)."""
+        proc = process.run(["docker", "network", "inspect", self.network, "--format",
+                            "{{range .IPAM.Config}}{{.Gateway}} {{end}}"], 60)
+        ipv4 = [a for a in proc.stdout.split() if a.count(".") == 3]
+        if proc.returncode != 0 or not ipv4:
+            raise ClusterError(f"no IPv4 gateway on Docker network {self.network}: "
+                               f"{(proc.stderr or proc.stdout).strip()}")
+        return ipv4[0]
 
     def _node_diagnosis(self) -> str:
         node = self.node_container(self.name)
