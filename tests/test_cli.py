@@ -21,10 +21,10 @@ INTERNAL = {
                                   "the aws-sim backend's fake-AWS process"),
     "clusters/karpenter/podlogs.py": ("clusters/karpenter/incluster.py",
                                       "follows an in-cluster Karpenter's log beside the run"),
-    "clusters/eks/account.py": (".github/workflows/nightly.yml",
-                                "the nightly's EKS job readies the account before eksctl"),
-    "clusters/eks/teardown.py": (".github/workflows/nightly.yml",
-                                 "the nightly's EKS job tears its cluster down step by step"),
+    "clusters/eks/account.py": (".ci/eks-night",
+                                "the EKS night (nightly job and rehearsal) readies the account"),
+    "clusters/eks/teardown.py": (".ci/eks-night",
+                                 "the EKS night tears its cluster down step by step"),
 }
 
 

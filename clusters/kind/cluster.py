@@ -13,6 +13,10 @@ Karpenter's log is followed from its pod into the run directory (karpenter.podlo
 oracles read the same record as in local mode. The run directory, catalogue, CRDs, settings
 and binaries are local mode's: ``KindCluster`` holds a ``LocalCluster`` named
 ``kind-<name>`` for them and starts none of its processes.
+
+Long because the EKS rehearsal's hooks (clusters/rehearsal) live beside kind mode's own
+bring-up; kwok, the kind config, the upgrade check and create failures are already apart, and
+the Karpenter install (_install, start/stop/restart) is the next seam.
 """
 
 from __future__ import annotations
