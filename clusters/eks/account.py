@@ -117,21 +117,12 @@ _NO_CHANGES = ("didn't contain changes", "No updates are to be performed")
 STACK_TIMEOUT_S = 900  # IAM and SQS resources: a few minutes on AWS
 
 
-def _stack_status(cfn, stack: str) -> str | None:
-    try:
-        return cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
-    except ClientError as exc:
-        if "does not exist" in str(exc):
-            return None
-        raise
-
-
 def deploy_stack(cfn, stack: str, template: str, parameters: dict[str, str],
                  timeout: float = STACK_TIMEOUT_S) -> str:
     """Create or update ``stack`` from ``template`` through a change set and wait for it;
     'created', 'updated' or 'no changes'. A failed stack is an AccountError naming the
     resources that failed and why."""
-    status = _stack_status(cfn, stack)
+    status = aws.stack_status(cfn, stack)
     kind = "CREATE" if status in (None, "REVIEW_IN_PROGRESS") else "UPDATE"
     name = f"karpenter-e2e-{int(time.time())}"
     try:
@@ -159,7 +150,7 @@ def deploy_stack(cfn, stack: str, template: str, parameters: dict[str, str],
     aws.call("cloudformation:ExecuteChangeSet", cfn.execute_change_set, ChangeSetName=change_set)
 
     def settled() -> Observation:
-        now = _stack_status(cfn, stack) or "absent"
+        now = aws.stack_status(cfn, stack) or "absent"
         return Observation(not now.endswith("_IN_PROGRESS"), now, now)
 
     final = eventually(settled, what=f"stack {stack} to be {kind.lower()}d", timeout=timeout,

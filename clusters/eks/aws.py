@@ -118,6 +118,16 @@ def discovery_zones(ec2, tag_key: str, tag_value: str,
     return tuple(sorted({s["AvailabilityZone"] for s in page.get("Subnets", [])}))
 
 
+def stack_status(cfn, stack: str) -> str | None:
+    """A CloudFormation stack's status, or None where there is no such stack."""
+    try:
+        return cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
+    except ClientError as exc:
+        if "does not exist" in str(exc):
+            return None
+        raise
+
+
 def minor_of(version: str) -> tuple[int, int]:
     """'v1.35.2', '1.35' -> (1, 35)."""
     m = re.match(r"^v?(\d+)\.(\d+)", version)

@@ -176,12 +176,7 @@ def delete_stack(cfn, stack: str, deadline: Deadline = Deadline()) -> str:
     """Delete the stack and wait until it is gone; 'deleted' or 'absent'. DELETE_FAILED is
     an error naming the resources that failed and why."""
     def status() -> str | None:
-        try:
-            return cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
-        except ClientError as exc:
-            if "does not exist" in str(exc):
-                return None
-            raise
+        return aws.stack_status(cfn, stack)
 
     if status() is None:
         return "absent"
