@@ -10,6 +10,15 @@ turns Ready LAUNCH_LATENCY seconds after its creation. Karpenter counts it Initi
 then (lifecycle/initialization.go: Ready, and the not-ready taints gone). A node without the
 annotation turns Ready at once, as kwokctl's own stages make it.
 
+A pod asked to terminate goes POD_STOP_MS later, as kwok's own general profile has it
+(kustomize/stage/pod/general/pod-delete.yaml) and as a kubelet takes to stop its containers and
+report; the fast profile removes it the moment its deletionTimestamp is set. That moment is too
+soon for Karpenter: its podevents controller records a node's last pod event when a pod goes
+terminating (nodeclaim/podevents/controller.go), reading the pod from its cache when it
+reconciles; a pod already gone by then is no event, so the node's emptying went unrecorded and
+consolidateAfter ran from the pods' binding instead (seen on kind beside `make test`: the
+NodeClaim Consolidatable and deleted with lastPodEventTime still the binding's).
+
 The delay is kwok's own (Stage spec.delay), taken from the node's creationTimestamp plus the
 annotation: kwok computes a stage's delay anew each time the node changes (stage_controller.go
 preprocess), and a node changes many times while it launches (registration, labels, taints),
@@ -40,6 +49,8 @@ MODULE_STAGES = ("kustomize/stage/node/fast/node-initialize.yaml",
                  "kustomize/stage/pod/fast/pod-delete.yaml")
 NODE_INITIALIZE = "node-initialize"
 NODE_BOOT = "node-boot"
+POD_DELETE = "pod-delete"
+POD_STOP_MS = 1000  # kwok's general profile's pod-delete delay (module docstring)
 
 _READY = '.status.conditions.[] | select( .type == "Ready" ) | .status'
 _ANNOTATION = f'.metadata.annotations["{LAUNCH_LATENCY}"]'
@@ -89,6 +100,11 @@ def render(module_dir: Path) -> list[dict]:
                            "launch latency was written for (clusters/local/stages.py)")
     init["spec"]["delay"] = {"durationFrom": {"jq": {"expression": READY_AT}}}
     init["spec"]["next"]["statusTemplate"] = template.replace(_TRANSITION_FROM, _TRANSITION_TO)
+    delete = next((d for d in docs if d["metadata"]["name"] == POD_DELETE), None)
+    if delete is None or "delay" in delete["spec"] or not delete["spec"]["next"].get("delete"):
+        raise ClusterError(f"kwok's {POD_DELETE} stage in {module_dir} is not the one the "
+                           "pod stop delay was written for (clusters/local/stages.py)")
+    delete["spec"]["delay"] = {"durationMilliseconds": POD_STOP_MS}
     return [copy.deepcopy(BOOT), *docs]
 
 
