@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
+
+# How much of each failure's message the summary quotes: enough for the verdict's first
+# sentence (what was expected, what was seen); the whole of it is in the JUnit and Allure.
+FAILURE_CHARS = 600
 
 # The columns a person scans first; every other measured value follows in "other". The
 # first is every scenario's, from its timeline (fixtures/timeline.pending_to_running).
@@ -53,3 +58,26 @@ def _fmt(value) -> str:
     if value is None:
         return "–"
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def failures(junit: Path) -> str:
+    """Each failed or erred test with the start of its message, for the summary's end: a
+    log's tail (CI's) then says why a run failed, not only which scenario did."""
+    if not junit.is_file():
+        return ""
+    lines = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        for kind in ("failure", "error"):
+            el = case.find(kind)
+            if el is None:
+                continue
+            message = " ".join((el.get("message") or el.text or "").split())
+            if len(message) > FAILURE_CHARS:
+                message = message[:FAILURE_CHARS] + " …"
+            where = f"{case.get('classname', '')}::{case.get('name', '?')}".lstrip(":")
+            lines.append(f"- `{where}` ({kind}): {message or '(no message)'}")
+    if not lines:
+        return ""
+    return "\n".join(["## Why they failed", "", *lines, "",
+                      "(the first lines of each message; the whole verdict, with its "
+                      "evidence, is in junit.xml and the Allure report)"]) + "\n"

@@ -108,7 +108,9 @@ def merge(runs: list[Path], out: Path, wall: float | None = None,
         ran = "Ran: " + ", ".join(f"{k} {env[k]}" for k in RAN_KEYS if k in env) + "\n\n"
     text = summary.markdown(summary.load(out / "timings"), title)
     head, sep, rest = text.partition("\n\n")
-    (out / "summary.md").write_text(head + sep + ran + rest if ran else text)
+    why = summary.failures(out / "junit.xml")
+    (out / "summary.md").write_text((head + sep + ran + rest if ran else text)
+                                    + (f"\n{why}" if why else ""))
     return totals
 
 

@@ -228,3 +228,22 @@ def test_no_further_group_starts_once_interrupted(tmp_path):
     while not run.done() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [c.tag for c in run.procs] == ["[c1 group1]"] and run.waiting == []
+
+
+def test_the_merged_summary_says_why_each_failed_test_failed(tmp_path):
+    a = _run_dir(tmp_path, "c1", ["t1", "t2"], failures=1)
+    tree = ET.parse(a / "junit.xml")
+    case = next(c for c in tree.getroot().iter("testcase") if c.get("name") == "t2")
+    case.set("classname", "suites.test_x")
+    ET.SubElement(case, "failure", message="WaitTimeout: gave up after 65s waiting for "
+                  "empty nodes ['n1'] to be removed\n" + "x" * 2000)
+    tree.write(a / "junit.xml")
+    merge.merge([a], tmp_path / "merged")
+    text = (tmp_path / "merged" / "summary.md").read_text()
+    assert "## Why they failed" in text
+    line = next(x for x in text.splitlines() if x.startswith("- `suites.test_x::t2`"))
+    assert "gave up after 65s waiting for empty nodes ['n1'] to be removed" in line
+    assert line.endswith(" …") and len(line) < 700 and "t1" not in text.split("## Why")[1]
+    clean = _run_dir(tmp_path, "c2", ["t3"])
+    merge.merge([clean], tmp_path / "m2")
+    assert "Why they failed" not in (tmp_path / "m2" / "summary.md").read_text()
