@@ -196,24 +196,54 @@ def test_the_node_images_key_moves_with_every_pin():
 
 
 # ---- the chart's values ---------------------------------------------------------------------
+GATES_TEMPLATE = """
+          env:
+            - name: FEATURE_GATES
+              value: "NodeRepair={{ .Values.settings.featureGates.nodeRepair }},\
+PodDeletionCostManagement={{ .Values.settings.featureGates.podDeletionCostManagement }}"
+"""
+
+
 @pytest.fixture
 def chart_values(tmp_path, monkeypatch):
     (tmp_path / "values.yaml").write_text(yaml.safe_dump(
         {"logLevel": "info", "settings": {"batchMaxDuration": "10s", "minValuesPolicy": "Strict",
                                           "featureGates": {"nodeRepair": False}}}))
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "deployment.yaml").write_text(GATES_TEMPLATE)
     monkeypatch.setattr(chart, "chart_dir", lambda version: tmp_path)
+
+
+def test_feature_gates_are_one_entry_the_charts_own(chart_values, tmp_path):
+    # two FEATURE_GATES entries broke a later helm upgrade ("The order in patch list"): the
+    # chart's gates get their values, the gates its template lacks ride after the last one
+    assert chart.chart_gates("v1.15.0") == [("NodeRepair", "nodeRepair"),
+                                            ("PodDeletionCostManagement",
+                                             "podDeletionCostManagement")]
+    values = chart.values("v1.15.0", "r/k:t", {"FEATURE_GATES": "NodeRepair=true,NodeOverlay=true,"
+                                               "PodDeletionCostManagement=false"},
+                          catalogue=False)
+    assert values["settings"]["featureGates"] == {
+        "nodeRepair": "true", "podDeletionCostManagement": "false,NodeOverlay=true"}
+    assert values["controller"]["env"] == []
+    with pytest.raises(ClusterError, match="last gate PodDeletionCostManagement must be given"):
+        chart.values("v1.15.0", "r/k:t", {"FEATURE_GATES": "NodeOverlay=true"}, catalogue=False)
+    # a chart whose template names no gate: the harness's own entry, the only one
+    (tmp_path / "templates" / "deployment.yaml").write_text("env: []\n")
+    values = chart.values("v1.15.0", "r/k:t", {"FEATURE_GATES": "NodeOverlay=true"}, False)
+    assert values["controller"]["env"] == [{"name": "FEATURE_GATES", "value": "NodeOverlay=true"}]
 
 
 def test_settings_go_through_the_charts_own_values_else_controller_env(chart_values):
     values = chart.values("v1.15.0", "karpenter-e2e.local/karpenter-kwok:v1.15.0-abc",
                           {"LOG_LEVEL": "debug", "MIN_VALUES_POLICY": "BestEffort",
-                           "FEATURE_GATES": "NodeOverlay=true", "PREFERENCE_POLICY": "Ignore"},
+                           "FEATURE_GATES": "NodeRepair=true", "PREFERENCE_POLICY": "Ignore"},
                           catalogue=False)
     assert values["logLevel"] == "debug"
-    assert values["settings"] == {"minValuesPolicy": "BestEffort"}
+    assert values["settings"] == {"minValuesPolicy": "BestEffort",
+                                  "featureGates": {"nodeRepair": "true"}}
     # this chart has no preferencePolicy value: it goes as an environment entry
-    assert values["controller"]["env"] == [{"name": "FEATURE_GATES", "value": "NodeOverlay=true"},
-                                           {"name": "PREFERENCE_POLICY", "value": "Ignore"}]
+    assert values["controller"]["env"] == [{"name": "PREFERENCE_POLICY", "value": "Ignore"}]
     assert values["controller"]["image"] == {"repository": "karpenter-e2e.local/karpenter-kwok",
                                              "tag": "v1.15.0-abc", "digest": ""}
 
@@ -238,8 +268,11 @@ def test_a_mutant_is_an_image_of_its_own(tmp_path):
     assert chart.image_ref("v1.15.0", "release", binary) != release
 
 
-def test_the_real_chart_has_the_values_the_harness_sets(go_module):
+def test_the_real_chart_has_the_values_the_harness_sets(go_module, monkeypatch):
     module = go_module("sigs.k8s.io/karpenter", versions.KARPENTER)
+    monkeypatch.setattr(chart, "chart_dir", lambda version: module / "kwok" / "charts")
+    gates = chart.chart_gates(versions.KARPENTER)
+    assert ("NodeRepair", "nodeRepair") in gates and len(gates) >= 4
     values = yaml.safe_load((module / "kwok/charts/values.yaml").read_text())
     for path in chart.CHART_VALUES.values():
         assert chart._has_value(values, path), path

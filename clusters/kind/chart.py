@@ -10,17 +10,22 @@ through ``extraVolumes`` from the node (a hostPath: the curated catalogue is 1.1
 one 11.5 MB compact, over a ConfigMap's 1 MiB; Karpenter runs on the one real node, the
 control plane, which the chart's affinity keeps it to).
 
-FEATURE_GATES is set in ``controller.env`` because the chart's own FEATURE_GATES names a
-fixed set of gates (NodeOverlay is not among them in v1.15.0): Kubernetes takes the last of
-two entries of one name, and the API server warns of it. Server-side apply refuses the
-duplicate key ("duplicate entries for key [name=FEATURE_GATES]"), so Helm applies
-client-side (``--server-side false``: Helm 3's way; Helm 4's default is server-side).
+FEATURE_GATES is one entry, the chart's own: its template names a fixed set of gates
+(``Gate={{ .Values.settings.featureGates.gate }}``, NodeOverlay not among them in v1.15.0), so
+the harness sets those values and writes the gates the template lacks after the last one's
+value (``false,NodeOverlay=true``), which the template puts unquoted into the same string. A
+second FEATURE_GATES entry in ``controller.env`` (as this once was) is taken last by
+Kubernetes, but a later `helm upgrade` cannot patch a list with two entries of one name
+("The order in patch list ... doesn't match $setElementOrder list": a settings lane's fourth
+group, seen on kind), and server-side apply refuses it. A chart whose template has no such
+gate list gets the env entry. Helm applies client-side (``--server-side false``: Helm 3's way).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +94,40 @@ def _set(values: dict, path: tuple[str, ...], value: str) -> None:
     node[path[-1]] = value
 
 
+# One gate of the chart's FEATURE_GATES value: Gate={{ .Values.settings.featureGates.key }}
+_CHART_GATE = re.compile(r"(\w+)=\{\{ \.Values\.settings\.featureGates\.(\w+) \}\}")
+
+
+def chart_gates(version: str) -> list[tuple[str, str]]:
+    """(gate, value key) for each gate the chart's FEATURE_GATES entry names, in its order;
+    empty where its template has none of that form."""
+    template = (chart_dir(version) / "templates" / "deployment.yaml").read_text()
+    line = next((m for m in re.finditer(r"name: FEATURE_GATES\s*\n\s*value: \"([^\"\n]*)\"",
+                                        template)), None)
+    return _CHART_GATE.findall(line.group(1)) if line else []
+
+
+def _feature_gates(out: dict, gates: str, known: list[tuple[str, str]]) -> bool:
+    """FEATURE_GATES ``gates`` through the chart's own entry (module docstring): its gates'
+    values, the others after the last; False where the chart names no gate."""
+    if not known:
+        return False
+    asked = dict(g.split("=", 1) for g in gates.split(",") if "=" in g)
+    keys = dict(known)
+    for gate, value in asked.items():
+        if gate in keys:
+            _set(out, ("settings", "featureGates", keys[gate]), value)
+    rest = [f"{g}={v}" for g, v in asked.items() if g not in keys]
+    if rest:
+        last = known[-1]
+        mine = asked.get(last[0])
+        if mine is None:
+            raise ClusterError(f"FEATURE_GATES={gates}: the chart's last gate {last[0]} must be "
+                               "given too, to carry the gates its template does not name")
+        _set(out, ("settings", "featureGates", last[1]), ",".join([mine, *rest]))
+    return True
+
+
 def values(version: str, image: str, env: dict[str, str], catalogue: bool) -> dict:
     """The chart's values for this run: the image, the harness's settings (``env``: what local
     mode puts in Karpenter's environment), and the catalogue's file where it is read."""
@@ -99,6 +138,8 @@ def values(version: str, image: str, env: dict[str, str], catalogue: bool) -> di
                            "imagePullPolicy": "IfNotPresent"}
     extra: list[dict] = []
     for key, value in sorted(env.items()):
+        if key == "FEATURE_GATES" and _feature_gates(out, value, chart_gates(version)):
+            continue
         path = CHART_VALUES.get(key)
         if path and _has_value(chart_values, path):
             _set(out, path, value)
