@@ -60,6 +60,18 @@ def _option(args: list[str], name: str, default: str) -> str:
     return _pop_option(list(args), name, default)[0]
 
 
+def within(tests: list, size: machine.Size, cost: machine.Cost, asked: bool) -> list:
+    """The lanes for ``size``; where the mode's settings lanes count toward the machine's
+    clusters (machine.Cost.settings_within) and the clusters were not asked for, as few
+    default lanes as bring the whole plan within them (one at least)."""
+    k = size.clusters
+    plan = lanes.deal(tests, k, size.workers, start_gap=cost.bringup_s)
+    while cost.settings_within and not asked and len(plan) > size.clusters and k > 1:
+        k -= 1
+        plan = lanes.deal(tests, k, size.workers, start_gap=cost.bringup_s)
+    return plan
+
+
 def _pop_option(args: list[str], name: str, default: str) -> tuple[str, list[str]]:
     """``name``'s value in ``args`` (``--x v`` or ``--x=v``) and the args without it."""
     value, rest, i = default, [], 0
@@ -257,8 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         print("e2e: no test collected", file=sys.stderr)
         return 5
     if mode in machine.LANE_MODES:
-        plan = lanes.deal(tests, size.clusters, size.workers,
-                          start_gap=machine.COSTS[mode].bringup_s)
+        plan = within(tests, size, machine.COSTS[mode], asked=opts.clusters is not None)
     else:  # one cluster that pytest itself reaches: one pytest with xdist (own_karpenter
         # tests then hold the cluster alone through the plugin's room lock)
         only = lanes.Lane(0, size.workers)

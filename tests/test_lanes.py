@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from karpenter_e2e.runners import lanes, machine, merge
-from karpenter_e2e.runners.e2e import _pop_option, _strip_workers
+from karpenter_e2e.runners.e2e import _pop_option, _strip_workers, within
 from karpenter_e2e.runners.lanes import PlannedTest
 
 
@@ -247,3 +247,20 @@ def test_the_merged_summary_says_why_each_failed_test_failed(tmp_path):
     clean = _run_dir(tmp_path, "c2", ["t3"])
     merge.merge([clean], tmp_path / "m2")
     assert "Why they failed" not in (tmp_path / "m2" / "summary.md").read_text()
+
+
+def test_kinds_settings_lanes_count_toward_the_clusters_the_cores_allow():
+    # six kind clusters on 2 cores (4 lanes by CPU and 2 settings lanes on top) overloaded the
+    # machine as the settings lanes came up: for kind the whole plan stays within the 4
+    tests = SUITE + [PlannedTest(f"suites/test_x.py::s{i}", 100, settings=(f"K{i}=v",))
+                     for i in range(6)]
+    size = machine.Size(4, 4, "test")
+    kind = within(tests, size, machine.COSTS["kind"], asked=False)
+    assert len(kind) == 4 and any(lane.groups for lane in kind)
+    assert sorted(x.nodeid for lane in kind for x in lane.tests) == \
+        sorted(x.nodeid for x in tests)
+    assert len(within(tests, size, machine.COSTS["local"], asked=False)) > 4
+    # asked for: as asked, settings lanes on top
+    asked = within(tests, size, machine.COSTS["kind"], asked=True)
+    assert [len(lane.tests) for lane in asked] == \
+        [len(lane.tests) for lane in lanes.deal(tests, 4, 4, start_gap=150.0)]
