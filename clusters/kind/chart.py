@@ -102,8 +102,7 @@ def chart_gates(version: str) -> list[tuple[str, str]]:
     """(gate, value key) for each gate the chart's FEATURE_GATES entry names, in its order;
     empty where its template has none of that form."""
     template = (chart_dir(version) / "templates" / "deployment.yaml").read_text()
-    line = next((m for m in re.finditer(r"name: FEATURE_GATES\s*\n\s*value: \"([^\"\n]*)\"",
-                                        template)), None)
+    line = re.search(r"name: FEATURE_GATES\s*\n\s*value: \"([^\"\n]*)\"", template)
     return _CHART_GATE.findall(line.group(1)) if line else []
 
 

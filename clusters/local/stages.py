@@ -90,17 +90,21 @@ BOOT = {
 }
 
 
+def _stage(docs: list[dict], name: str) -> dict | None:
+    return next((d for d in docs if d["metadata"]["name"] == name), None)
+
+
 def render(module_dir: Path) -> list[dict]:
     """The Stage documents for kwok, from the kwok module at ``module_dir``."""
     docs = [yaml.safe_load((module_dir / rel).read_text()) for rel in MODULE_STAGES]
-    init = next((d for d in docs if d["metadata"]["name"] == NODE_INITIALIZE), None)
+    init = _stage(docs, NODE_INITIALIZE)
     template = ((init or {}).get("spec", {}).get("next") or {}).get("statusTemplate", "")
     if init is None or _TRANSITION_FROM not in template or "delay" in init["spec"]:
         raise ClusterError(f"kwok's {NODE_INITIALIZE} stage in {module_dir} is not the one the "
                            "launch latency was written for (clusters/local/stages.py)")
     init["spec"]["delay"] = {"durationFrom": {"jq": {"expression": READY_AT}}}
     init["spec"]["next"]["statusTemplate"] = template.replace(_TRANSITION_FROM, _TRANSITION_TO)
-    delete = next((d for d in docs if d["metadata"]["name"] == POD_DELETE), None)
+    delete = _stage(docs, POD_DELETE)
     if delete is None or "delay" in delete["spec"] or not delete["spec"]["next"].get("delete"):
         raise ClusterError(f"kwok's {POD_DELETE} stage in {module_dir} is not the one the "
                            "pod stop delay was written for (clusters/local/stages.py)")
