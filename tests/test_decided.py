@@ -286,3 +286,53 @@ def test_a_pool_not_yet_ready_does_not_decide_it_where_the_run_s_recording_says_
     clock.now += decided.EVERY_S
     reason = src()
     assert reason and "Karpenter logged the same error 3 times" in reason
+
+
+def _aws_line(pool: str, at: float, reconcile: str) -> str:
+    """The line as v1.15.0's AWS provider writes it and eks mode's follower copies it from the
+    pod (clusters/karpenter/podlogs.py): zap's logger and caller, empty top-level name and
+    namespace, no error field (a nil error), the pool as {"name": ...}; copied from aws-sim's
+    karpenter.log of 2026-12-07."""
+    stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    return json.dumps({"level": "ERROR", "time": stamp.replace("+00:00", "Z"),
+                       "logger": "controller", "caller": "provisioning/provisioner.go:287",
+                       "message": "ignoring nodepool, not ready", "controller": "provisioner",
+                       "namespace": "", "name": "", "reconcileID": reconcile,
+                       "NodePool": {"name": pool}}) + "\n"
+
+
+def test_the_aws_provider_s_not_ready_line_is_excused_in_eks_mode_only_while_the_pool_was_not_ready(
+        tmp_path):
+    """EKS night 3 (records/eks-rehearsal-runs.md): the CPU-limit scenario was stopped on 3 of
+    these lines while its EC2NodeClass warmed up; that night ran the rehearsal branch, which
+    had no nodepool-not-ready noise yet. With it, the AWS provider's own line layout, as eks
+    mode follows it and names its release ("v1.15.0" from the image tag), is excused while
+    the watch had not seen the pool Ready, by the early stop and by the verdict alike; the
+    same lines after the pool was Ready (a provisioner ignoring a Ready pool) still decide."""
+    from karpenter_e2e.fixtures.timeline import Recording
+
+    t0 = time.time() - 120
+    rec = Recording("c0ffee", t0, namespace="ns")
+    pool = {"name": "default-c0ffee", "created": int(t0), "deleting": None, "budgets": []}
+    rec.log.append([t0, "nodepools", "ADDED", {**pool, "ready": None}])
+    # 6 rounds while the EC2NodeClass resolves (loaded machine: about one round a second)
+    warming = "".join(_aws_line("default-c0ffee", t0 + 1 + i, f"w{i}") for i in range(6))
+    src, path, clock = _source(tmp_path, warming, test_id="c0ffee", release="v1.15.0",
+                               recording=rec)
+    assert src() is None
+    rec.log.append([t0 + 8, "nodepools", "MODIFIED", {**pool, "ready": t0 + 7}])
+    rec.stopped = t0 + 60
+    verdict = oracles.judge(oracles.Record(rec, log_text=warming, karpenter_version="v1.15.0"))
+    assert "karpenter-log-clean" not in {f.oracle for f in verdict.findings}
+
+    ignored = "".join(_aws_line("default-c0ffee", t0 + 20 + i, f"i{i}") for i in range(3))
+    with open(path, "a") as fh:
+        fh.write(ignored)
+    clock.now += decided.EVERY_S
+    reason = src()
+    assert reason and "Karpenter logged the same error 3 times" in reason
+    assert "provisioner: ignoring nodepool, not ready" in reason
+    verdict = oracles.judge(oracles.Record(rec, log_text=warming + ignored,
+                                           karpenter_version="v1.15.0"))
+    assert [f.oracle for f in verdict.findings if f.oracle == "karpenter-log-clean"] == [
+        "karpenter-log-clean"]
