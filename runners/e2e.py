@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     if mode in machine.LANE_MODES:
         plan = within(tests, size, machine.COSTS[mode], asked=opts.clusters is not None)
     else:  # one cluster that pytest itself reaches: one pytest with xdist (own_karpenter
-        # tests then hold the cluster alone through the plugin's room lock)
+        # and disruption_loop tests then hold the cluster alone through the plugin's room lock)
         only = lanes.Lane(0, size.workers)
         for t in sorted(tests, key=lambda t: -t.seconds):
             only.place_plain(t)

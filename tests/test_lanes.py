@@ -264,3 +264,27 @@ def test_kinds_settings_lanes_count_toward_the_clusters_the_cores_allow():
     asked = within(tests, size, machine.COSTS["kind"], asked=True)
     assert [len(lane.tests) for lane in asked] == \
         [len(lane.tests) for lane in lanes.deal(tests, 4, 4, start_gap=150.0)]
+
+
+def test_a_disruption_loop_test_runs_alone_where_xdist_workers_share_a_cluster(pytester):
+    """eks and aws-sim mode run one pytest with xdist on one cluster (runners/e2e.py): there
+    the plugin's room lock is what keeps a test alone on Karpenter. A disruption_loop test
+    (marked on its module, as suites/test_drift.py is) takes it exclusively as an own_karpenter
+    test does; before, only own_karpenter did, and an EKS night's disruption scenarios ran
+    beside each other against bounds set for a loop that serves them alone."""
+    from karpenter_e2e.fixtures.plugin import runs_alone
+
+    pytester.makeini("[pytest]\nmarkers =\n    disruption_loop\n    own_karpenter(reason)\n")
+    pytester.makepyfile(test_drift_like="""
+import pytest
+pytestmark = pytest.mark.disruption_loop
+def test_drift(): pass
+""", test_other="""
+import pytest
+@pytest.mark.own_karpenter("cluster-wide state")
+def test_solo(): pass
+def test_plain(): pass
+""")
+    items, _ = pytester.inline_genitems()
+    assert {i.name: runs_alone(i) for i in items} == {
+        "test_drift": True, "test_solo": True, "test_plain": False}

@@ -34,7 +34,8 @@ def owner_lock(name: str) -> Path:
 
 
 def share_room(name: str) -> Path:
-    """The room xdist workers hold shared, and a test with its own Karpenter exclusively."""
+    """The room xdist workers hold shared, and a test that needs Karpenter to itself
+    (own_karpenter, disruption_loop) exclusively."""
     return _beside(name, ".share")
 
 
