@@ -36,7 +36,7 @@ def markdown(rows: list[dict], title: str = "Run summary") -> str:
     head = ["scenario", "outcome"] + [label for _, label in KEY_COLUMNS] + ["other measurements"]
     lines = [f"## {title}", "", "| " + " | ".join(head) + " |",
              "|" + "---|" * len(head)]
-    total = 0.0
+    total, unpriced = 0.0, 0
     for r in rows:
         values = r.get("values", {})
         key_names = {k for k, _ in KEY_COLUMNS}
@@ -46,11 +46,15 @@ def markdown(rows: list[dict], title: str = "Run summary") -> str:
         cells.append(other or "")
         lines.append("| " + " | ".join(cells) + " |")
         total += values.get("cost_usd") or 0.0
+        # nodes but no cost: a node's price was unknown (fixtures/ledger.py records none)
+        unpriced += bool(values.get("nodes_used")) and values.get("cost_usd") is None
     lines += ["", "pending→running: of the pods that waited for Karpenter (kube-scheduler found "
                   "no room for them), the slowest from its creation to Running, from the "
                   "scenario's timeline; – where no pod waited and ran.",
-              "", f"Total simulated node cost: ${total:.4f} (catalogue price × node lifetime, "
-                  "from each node's creation to its deletion as watched)."]
+              "", f"Total node cost: {'–' if unpriced else f'${total:.4f}'} (price × node "
+                  "lifetime, from each node's creation to its deletion as watched"
+                  + (f"; {unpriced} scenario(s) had a node of unknown price" if unpriced else "")
+                  + ")."]
     return "\n".join(lines) + "\n"
 
 

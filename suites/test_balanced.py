@@ -16,7 +16,6 @@ from karpenter_e2e.fixtures.scenario import (
     Observation,
     describe_claims,
     narrow,
-    price,
     require,
     step,
     view,
@@ -64,7 +63,7 @@ def test_balanced_replaces_a_node_whose_move_saves_more_than_it_disrupts(
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
         old_claims = {view.name(c) for c in expect.nodeclaims(pool)}
         assert len(old_claims) == 1, f"10 one-CPU pods on {len(old_claims)} NodeClaims, not one"
-        cost_before = sum(price(n) for n in before.values())
+        cost_before = sum(expect.price(n) for n in before.values())
 
     with step("scale inflate to 2"):
         inflate.scale(2)
@@ -85,7 +84,7 @@ def test_balanced_replaces_a_node_whose_move_saves_more_than_it_disrupts(
         assert float(scored["disruption"]) == 100.0, message
         pods = expect.eventually_pods_running(inflate, 2)
         after = list(expect.pods_on(pods).values())
-        cost_after = sum(price(n) for n in expect.nodes(pool))
+        cost_after = sum(expect.price(n) for n in expect.nodes(pool))
         saved = 100 * (cost_before - cost_after) / cost_before
         # Karpenter scores the cheapest replacement it may launch; it launches that one here
         # (one family, one capacity type), so its savings are what the pool's price fell by.

@@ -15,7 +15,6 @@ from karpenter_e2e.fixtures.scenario import (
     Observation,
     describe_claims,
     narrow,
-    price,
     require,
     step,
     timestamp,
@@ -127,7 +126,7 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
         expect.planned_together(inflate, 10, lambda: nodepool_factory.patch(
             pool, {"spec": {"limits": {"cpu": ROOMY_CPU}}}))
         before = expect.pods_on(expect.eventually_pods_running(inflate, 10))
-        cost_before = sum(price(n) for n in before.values())
+        cost_before = sum(expect.price(n) for n in before.values())
         old_claims = {view.name(c) for c in expect.nodeclaims(pool)}
         # Karpenter packs a batch of pending pods onto as few nodes as fit them.
         assert len(old_claims) == 1, f"10 one-CPU pods on {len(old_claims)} NodeClaims, not one"
@@ -148,7 +147,7 @@ def test_underutilized_nodes_are_replaced_by_cheaper_ones(nodepool_factory, infl
         pods = expect.eventually_pods_running(inflate, 2)
         after = list(expect.pods_on(pods).values())
         claims = expect.nodeclaims(pool)
-        cost_after = sum(price(n) for n in expect.nodes(pool))
+        cost_after = sum(expect.price(n) for n in expect.nodes(pool))
         assert cost_after < cost_before, \
             f"the pool costs ${cost_after:.4f}/h after consolidation, ${cost_before:.4f}/h before"
         assert len(claims) <= len(old_claims), \
@@ -208,8 +207,8 @@ def test_spot_to_spot_replaces_an_underused_spot_node(nodepool_factory, inflate_
         assert claims, "no replacement NodeClaim: the 2 pods could not have stayed"
         types = {n.metadata.name: n.metadata.labels.get(CAPACITY_TYPE) for n in after}
         assert set(types.values()) == {"spot"}, f"replacement nodes' capacity types: {types}"
-        cost_before, cost_after = sum(price(n) for n in before.values()), \
-            sum(price(n) for n in expect.nodes(pool))
+        cost_before, cost_after = sum(expect.price(n) for n in before.values()), \
+            sum(expect.price(n) for n in expect.nodes(pool))
         assert cost_after < cost_before, \
             f"the pool costs ${cost_after:.4f}/h after, ${cost_before:.4f}/h before"
         ready = sorted(turned_at(c, "Initialized")
@@ -267,9 +266,10 @@ def test_pods_on_the_node_karpenter_would_disrupt_first_get_the_lowest_deletion_
                 for size, cpu in (("big", "3"), ("small", "1"))}
         pods = {size: expect.eventually_pods_running(w, 1)[0] for size, w in work.items()}
         node = {size: n for size in pods for n in expect.pods_on([pods[size]]).values()}
-        assert price(node["big"]) > price(node["small"]), \
-            f"the big pod's node costs ${price(node['big'])}/h, the small one's " \
-            f"${price(node['small'])}/h: the order this scenario asserts needs them apart"
+        price = {size: expect.price(n) for size, n in node.items()}
+        assert price["big"] > price["small"], \
+            f"the big pod's node costs ${price['big']}/h, the small one's " \
+            f"${price['small']}/h: the order this scenario asserts needs them apart"
 
     def costs() -> dict[str, str | None]:
         return {size: (p.metadata.annotations or {}).get(DELETION_COST)

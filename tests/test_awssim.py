@@ -162,6 +162,10 @@ def test_registrar_reads_kubelet_settings_from_karpenters_user_data():
     assert node["metadata"]["labels"]["team"] == "a"
     assert node["metadata"]["labels"]["kubernetes.io/arch"] == "amd64"
     assert node["metadata"]["labels"]["eks-node-viewer/instance-price"] == "0.0765"
+    # The rehearsal's registrar (--no-price-label) registers as EC2 instances join EKS:
+    # no price label, so eks mode prices the node from Karpenter's /metrics.
+    assert "eks-node-viewer/instance-price" not in node_for(instance, itype, boot, REGION,
+                                                            price=None)["metadata"]["labels"]
     assert node["status"]["capacity"] == {"cpu": "2", "memory": "4194304Ki", "pods": "29",
                                           "ephemeral-storage": "20Gi"}
     assert node["status"]["allocatable"]["cpu"] == "1930m"

@@ -57,6 +57,10 @@ class FakeApi:
     def stop_following(self, out):
         self.calls.append(f"stop following {out.name}")
 
+    def metrics(self, deployment):
+        self.calls.append(f"metrics {deployment.namespace}/{deployment.name}")
+        return "# the page\n"
+
     def patch_deployment(self, namespace, name, body):
         self.patches.append(body)
         replicas = body["spec"]["replicas"]
@@ -202,6 +206,15 @@ def test_render_nodeclass_with_an_ami_id_role_and_own_tags():
     assert spec["role"] == "MyRole"
     assert spec["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": "net"}}]
     assert spec["securityGroupSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": "sg"}}]
+
+
+def test_karpenters_metrics_are_read_from_its_deployments_service():
+    """The offering prices nodes are priced by on EKS (the AWS provider labels none) come
+    from this page; it was None in eks mode before, so every price was unknown."""
+    api = FakeApi(configmap={"cluster": NAME}, namespace="karpenter")
+    assert make(api).karpenter_metrics() == "# the page\n"
+    assert "metrics karpenter/karpenter" in api.calls
+    assert make(FakeApi(deployment=False)).karpenter_metrics() is None  # not installed
 
 
 def test_stop_and_start_scale_the_deployment_and_restore_its_replicas():

@@ -765,6 +765,30 @@ def test_a_consolidation_is_priced_as_karpenter_sees_it_through_a_node_overlay()
     assert findings(rec, overlays=[overlay]) == []
 
 
+def test_karpenters_estimate_is_not_overlaid_again():
+    """A node without a price label is priced by Karpenter's own estimate (prices.py), which
+    has the NodeOverlays in already: the oracle applies them to a label's price only. Here
+    the old c5.large costs 0.085 - 0.01 as Karpenter sees it and its replacement 0.07: a
+    saving; taking off the overlay's 0.01 again would call it a rise."""
+    def rec(**source):
+        old, new = _node("n-old", T0 + 1, "0.075"), _node("n-new", T0 + 51, "0.07")
+        return recording(
+            (T0 + 1, "nodeclaims", "ADDED", claim("old", T0 + 1, node="n-old", itype="c5.large")),
+            (T0 + 1, "nodes", "ADDED", {**old, **source}),
+            (T0 + 50, "nodeclaims", "ADDED", claim("new", T0 + 50, node="n-new",
+                                                   itype="m5.large")),
+            (T0 + 51, "nodes", "ADDED", {**new, **source}),
+            (T0 + 50, "events", "ADDED", event("DisruptionLaunching", "NodeClaim", "new", T0 + 50,
+                                               "Launching NodeClaim: Underutilized")),
+            (T0 + 60, "events", "ADDED", event("DisruptionTerminating", "NodeClaim", "old",
+                                               T0 + 60, "Disrupting NodeClaim: Underutilized")))
+    overlay = {"metadata": {"name": "c5-cheaper"}, "spec": {"priceAdjustment": "-0.01",
+               "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In",
+                                 "values": ["c5.large"]}]}}
+    assert findings(rec(price_from="metric"), overlays=[overlay]) == []
+    assert findings(rec(), overlays=[overlay]) == ["it-settles"]  # labels: overlaid here
+
+
 def test_gte_and_lte_are_inclusive_bounds():
     from karpenter_e2e.clusters.karpenter.requirements import satisfies
     cpu = "karpenter.k8s.aws/instance-cpu"

@@ -30,8 +30,25 @@ def test_summary_table_has_latencies_cost_and_total(tmp_path):
     text = summary.markdown(summary.load(tmp_path))
     assert "| limits | failed |" in text
     assert "| provisioning | passed | 2 | 1 | 0.004 | 0.00123 | pending_to_nodeclaim_created_s=1.0 |" in text
-    assert "Total simulated node cost: $0.0032" in text
+    assert "Total node cost: $0.0032 (price × node lifetime" in text
     assert "pending→running: of the pods that waited for Karpenter" in text
+
+
+def test_summary_total_is_a_dash_when_a_scenario_had_a_node_of_unknown_price(tmp_path):
+    """The ledger records no cost_usd when a node's price is unknown (eks mode without
+    Karpenter's /metrics): the total says so, never the priced scenarios' sum as the run's."""
+    (tmp_path / "a.json").write_text(json.dumps({
+        "scenario": "priced", "outcome": "passed",
+        "values": {"nodes_used": 1, "node_hours": 0.004, "cost_usd": 0.00123}}))
+    (tmp_path / "b.json").write_text(json.dumps({
+        "scenario": "unpriced", "outcome": "passed", "values": {"nodes_used": 2, "node_hours": 0.01}}))
+    (tmp_path / "c.json").write_text(json.dumps({
+        "scenario": "no-nodes", "outcome": "passed", "values": {"nodes_used": 0}}))
+    text = summary.markdown(summary.load(tmp_path))
+    assert "| unpriced | passed | – | 2 | 0.01 | – |" in text
+    assert "Total node cost: – (" in text
+    assert "; 1 scenario(s) had a node of unknown price)." in text
+    assert "$0.0012" not in text
 
 
 def test_allure_session_files(tmp_path):

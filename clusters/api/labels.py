@@ -33,5 +33,6 @@ GPU_COUNT = f"{AWS}/instance-gpu-count"
 GPU_NAME = f"{AWS}/instance-gpu-name"
 GPU_MANUFACTURER = f"{AWS}/instance-gpu-manufacturer"
 
-# The hourly price on each node, set by the KWOK provider (and by aws-sim's registrar)
+# The hourly price on each node, set by the KWOK provider (and by aws-sim's registrar); the
+# AWS provider sets none on a real cluster (clusters/karpenter/prices.py reads its /metrics)
 PRICE = "eks-node-viewer/instance-price"

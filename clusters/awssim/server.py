@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
                         "through the API as the nightly makes it")
     p.add_argument("--node-annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="an annotation the registrar puts on every Node (repeatable)")
+    p.add_argument("--no-price-label", action="store_true",
+                   help="register Nodes without the price label, as EC2 instances join a real "
+                        "EKS cluster (the rehearsal: eks mode then prices nodes from "
+                        "Karpenter's /metrics, as it must on a real account)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout,
                         format="%(asctime)s.%(msecs)03d %(name)s: %(message)s", datefmt="%H:%M:%S")
@@ -91,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     annotations = dict(a.split("=", 1) for a in args.node_annotation)
     registrar = Registrar(clients.client("ec2"), api, args.region, args.kubernetes_version,
-                          price=prices.price, annotations=annotations)
+                          price=None if args.no_price_label else prices.price,
+                          annotations=annotations)
     registrar.run(stop)
     server.stop()
     log.warning("fake AWS stopped")

@@ -126,16 +126,21 @@ class InCluster:
                           poll=1)
 
     def metrics(self) -> str | None:
-        """/metrics through the API server's proxy to the chart's Service, or None."""
-        d = self.deployment()
-        path = (f"/api/v1/namespaces/{d.namespace}/services/{d.name}:{METRICS_PORT_NAME}"
-                f"/proxy/metrics")
-        try:
-            resp = self.kube.api.call_api(path, "GET", _preload_content=False,
-                                          _request_timeout=10, auth_settings=["BearerToken"])
-            return resp[0].data.decode()
-        except (ApiException, OSError):
-            return None
+        return metrics(self.kube, self.deployment())
+
+
+def metrics(kube: Kube, d: Deployment) -> str | None:
+    """/metrics through the API server's proxy to the chart's Service, or None. Both charts
+    (the KWOK provider's, the AWS provider's charts/karpenter/templates/service.yaml) name
+    the Service as the Deployment (karpenter.fullname) and its port http-metrics."""
+    path = (f"/api/v1/namespaces/{d.namespace}/services/{d.name}:{METRICS_PORT_NAME}"
+            f"/proxy/metrics")
+    try:
+        resp = kube.api.call_api(path, "GET", _preload_content=False,
+                                 _request_timeout=10, auth_settings=["BearerToken"])
+        return resp[0].data.decode()
+    except (ApiException, OSError):
+        return None
 
 
 # Where the chart puts Karpenter (kube-system in the getting-started guide, karpenter in

@@ -152,6 +152,8 @@ class Rehearsal:
                "--pricing-go", str(awsbuild.pricing_table(self.karpenter_version)),
                "--zones", ",".join(ZONES), "--seed", "published",
                "--node-annotation", KWOK_NODE,
+               # Karpenter's AWS provider labels no price: eks mode reads its /metrics instead
+               "--no-price-label",
                "--response-cache", str(build.cache_dir() / "aws-sim" / "responses.pickle")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
