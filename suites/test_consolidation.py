@@ -60,11 +60,7 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
     with step("given a WhenEmpty pool (consolidateAfter 30s) and inflate at 3"):
         pool = nodepool_factory("default", spec={"disruption": {
             "consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{CONSOLIDATE_AFTER}s"}})
-        # Its pods take 5 s to stop, as an app that drains on SIGTERM: Karpenter records the
-        # emptying from a terminating pod it still finds in its cache, and a second was too
-        # soon once under load (the podevents race, docs/findings.md), which is not what this
-        # scenario times.
-        inflate = inflate_factory(replicas=3, node_selector=pool.template_labels, stop_s=5)
+        inflate = inflate_factory(replicas=3, node_selector=pool.template_labels)
         nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 3)))
 
         # Karpenter records a node's last pod event at most once per 10s (podevents dedupe);

@@ -28,14 +28,9 @@ def test_the_stages_are_kwokctls_defaults_with_a_boot_stage_and_a_delayed_ready(
     for rel, doc in zip(stages.MODULE_STAGES[1:-1], docs[2:-1], strict=True):
         assert doc == yaml.safe_load((module / rel).read_text())
     # a pod goes a kubelet's second after it is asked to, not at once (Karpenter's podevents
-    # controller must find it still there to record the node's emptying), or what the pod
-    # asks for with kwok's own annotation, as kwok's general profile reads it
+    # controller must find it still there to record the node's emptying)
     delete = docs[-1]
-    assert delete["spec"]["delay"] == {"durationMilliseconds": 1000, "durationFrom": {"jq": {
-        "expression": '.metadata.annotations["pod-delete.stage.kwok.x-k8s.io/delay"]'}}}
-    general = yaml.safe_load((module / "kustomize/stage/pod/general/pod-delete.yaml").read_text())
-    assert general["spec"]["delay"]["durationFrom"]["expressionFrom"] == \
-        delete["spec"]["delay"]["durationFrom"]["jq"]["expression"]
+    assert delete["spec"]["delay"] == {"durationMilliseconds": 1000}
     assert {**delete, "spec": {k: v for k, v in delete["spec"].items() if k != "delay"}} == \
         yaml.safe_load((module / stages.MODULE_STAGES[-1]).read_text())
     boot, init = docs[0], docs[1]

@@ -56,13 +56,6 @@ def test_inflate_selects_only_its_tests_nodes():
     assert body["spec"]["replicas"] == 3
 
 
-def test_a_stop_time_is_kwoks_own_pod_delete_delay_beside_the_pods_annotations():
-    pod = render_inflate(SCOPE, annotations={"a": "b"}, stop_s=5)["spec"]["template"]
-    assert pod["metadata"]["annotations"] == {"a": "b",
-                                              "pod-delete.stage.kwok.x-k8s.io/delay": "5s"}
-    assert "annotations" not in render_inflate(SCOPE)["spec"]["template"]["metadata"]
-
-
 def test_require_spells_requirements_as_the_api_takes_them():
     from karpenter_e2e.fixtures.nodepools import narrow, require, requirements
     assert require("zone", "In", "a", "b") == {"key": "zone", "operator": "In", "values": ["a", "b"]}

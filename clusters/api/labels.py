@@ -36,6 +36,3 @@ GPU_MANUFACTURER = f"{AWS}/instance-gpu-manufacturer"
 # The hourly price on each node, set by the KWOK provider (and by aws-sim's registrar); the
 # AWS provider sets none on a real cluster (clusters/karpenter/prices.py reads its /metrics)
 PRICE = "eks-node-viewer/instance-price"
-# kwok's own per-pod stop delay (its general profile's pod-delete durationFrom: a duration such
-# as "5s"); the simulated nodes' pod-delete stage honours it (clusters/local/stages.py).
-POD_STOP_DELAY = "pod-delete.stage.kwok.x-k8s.io/delay"

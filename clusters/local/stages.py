@@ -17,11 +17,7 @@ soon for Karpenter: its podevents controller records a node's last pod event whe
 terminating (nodeclaim/podevents/controller.go), reading the pod from its cache when it
 reconciles; a pod already gone by then is no event, so the node's emptying went unrecorded and
 consolidateAfter ran from the pods' binding instead (seen on kind beside `make test`: the
-NodeClaim Consolidatable and deleted with lastPodEventTime still the binding's). A pod may ask
-for longer with kwok's own annotation POD_STOP_ANNOTATION (a duration, "5s"; the general
-profile's durationFrom), as an app that drains on SIGTERM takes longer: a second was still too
-soon for Karpenter's cache once at load 6-7 on kind (docs/findings.md), so a scenario that
-times the emptying gives its pods that margin.
+NodeClaim Consolidatable and deleted with lastPodEventTime still the binding's).
 
 The delay is kwok's own (Stage spec.delay), taken from the node's creationTimestamp plus the
 annotation: kwok computes a stage's delay anew each time the node changes (stage_controller.go
@@ -39,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from karpenter_e2e.clusters.api.labels import LAUNCH_LATENCY, POD_STOP_DELAY
+from karpenter_e2e.clusters.api.labels import LAUNCH_LATENCY
 from karpenter_e2e.clusters.errors import ClusterError
 
 # What kwokctl's binary runtime gives kwok when its configuration names no stage: node/fast,
@@ -55,7 +51,6 @@ NODE_INITIALIZE = "node-initialize"
 NODE_BOOT = "node-boot"
 POD_DELETE = "pod-delete"
 POD_STOP_MS = 1000  # kwok's general profile's pod-delete delay (module docstring)
-POD_STOP_ANNOTATION = POD_STOP_DELAY  # a pod's own, kwok's name for it
 
 _READY = '.status.conditions.[] | select( .type == "Ready" ) | .status'
 _ANNOTATION = f'.metadata.annotations["{LAUNCH_LATENCY}"]'
@@ -113,8 +108,7 @@ def render(module_dir: Path) -> list[dict]:
     if delete is None or "delay" in delete["spec"] or not delete["spec"]["next"].get("delete"):
         raise ClusterError(f"kwok's {POD_DELETE} stage in {module_dir} is not the one the "
                            "pod stop delay was written for (clusters/local/stages.py)")
-    delete["spec"]["delay"] = {"durationMilliseconds": POD_STOP_MS, "durationFrom": {"jq": {
-        "expression": f'.metadata.annotations["{POD_STOP_ANNOTATION}"]'}}}
+    delete["spec"]["delay"] = {"durationMilliseconds": POD_STOP_MS}
     return [copy.deepcopy(BOOT), *docs]
 
 
