@@ -20,14 +20,20 @@ def test_redaction_removes_tokens_keys_and_kubeconfig_secrets():
     assert "NodePool default-abc launched c6a.large" in out
 
 
+def summary_of(directory, *rows: dict) -> str:
+    """The run summary of these per-scenario timings files, as the run writes and reads them."""
+    for i, row in enumerate(rows):
+        (directory / f"{i}.json").write_text(json.dumps(row))
+    return summary.markdown(summary.load(directory))
+
+
 def test_summary_table_has_latencies_cost_and_total(tmp_path):
-    (tmp_path / "a.json").write_text(json.dumps({
-        "scenario": "provisioning", "outcome": "passed",
-        "values": {"slowest_pending_to_running_s": 2.0, "nodes_used": 1, "node_hours": 0.004,
-                   "cost_usd": 0.00123, "pending_to_nodeclaim_created_s": 1.0}}))
-    (tmp_path / "b.json").write_text(json.dumps({
-        "scenario": "limits", "outcome": "failed", "values": {"cost_usd": 0.002}}))
-    text = summary.markdown(summary.load(tmp_path))
+    text = summary_of(
+        tmp_path,
+        {"scenario": "provisioning", "outcome": "passed",
+         "values": {"slowest_pending_to_running_s": 2.0, "nodes_used": 1, "node_hours": 0.004,
+                    "cost_usd": 0.00123, "pending_to_nodeclaim_created_s": 1.0}},
+        {"scenario": "limits", "outcome": "failed", "values": {"cost_usd": 0.002}})
     assert "| limits | failed |" in text
     assert "| provisioning | passed | 2 | 1 | 0.004 | 0.00123 | pending_to_nodeclaim_created_s=1.0 |" in text
     assert "Total node cost: $0.0032 (price × node lifetime" in text
@@ -37,14 +43,12 @@ def test_summary_table_has_latencies_cost_and_total(tmp_path):
 def test_summary_total_is_a_dash_when_a_scenario_had_a_node_of_unknown_price(tmp_path):
     """The ledger records no cost_usd when a node's price is unknown (eks mode without
     Karpenter's /metrics): the total says so, never the priced scenarios' sum as the run's."""
-    (tmp_path / "a.json").write_text(json.dumps({
-        "scenario": "priced", "outcome": "passed",
-        "values": {"nodes_used": 1, "node_hours": 0.004, "cost_usd": 0.00123}}))
-    (tmp_path / "b.json").write_text(json.dumps({
-        "scenario": "unpriced", "outcome": "passed", "values": {"nodes_used": 2, "node_hours": 0.01}}))
-    (tmp_path / "c.json").write_text(json.dumps({
-        "scenario": "no-nodes", "outcome": "passed", "values": {"nodes_used": 0}}))
-    text = summary.markdown(summary.load(tmp_path))
+    text = summary_of(
+        tmp_path,
+        {"scenario": "priced", "outcome": "passed",
+         "values": {"nodes_used": 1, "node_hours": 0.004, "cost_usd": 0.00123}},
+        {"scenario": "unpriced", "outcome": "passed", "values": {"nodes_used": 2, "node_hours": 0.01}},
+        {"scenario": "no-nodes", "outcome": "passed", "values": {"nodes_used": 0}})
     assert "| unpriced | passed | – | 2 | 0.01 | – |" in text
     assert "Total node cost: – (" in text
     assert "; 1 scenario(s) had a node of unknown price)." in text
