@@ -60,11 +60,8 @@ def test_empty_node_is_removed_after_consolidate_after(nodepool_factory, inflate
     with step("given a WhenEmpty pool (consolidateAfter 30s) and inflate at 3"):
         pool = nodepool_factory("default", spec={"disruption": {
             "consolidationPolicy": "WhenEmpty", "consolidateAfter": f"{CONSOLIDATE_AFTER}s"}})
-        # Pods with a grace period, as most apps have (the workshop's inflate has 0): with 0
-        # the API server deletes a bound pod at once (apiserver registry/store.go, "delete
-        # gracelessly"), and Karpenter records the emptying only if it reads the pod before
-        # its DELETE lands (the podevents race, docs/findings.md), which is not what this
-        # scenario times. With one, the simulated node's kubelet stops it a second later.
+        # A grace period, as most apps have: with the workshop's 0 the API server deletes the
+        # pods at once and Karpenter may miss the emptying (podevents race, docs/findings.md).
         inflate = inflate_factory(replicas=3, node_selector=pool.template_labels,
                                   extra_pod_spec={"terminationGracePeriodSeconds": 30})
         nodes = set(expect.pods_on(expect.eventually_pods_running(inflate, 3)))
