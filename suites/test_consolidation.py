@@ -6,6 +6,7 @@ import pytest
 
 from karpenter_e2e.fixtures.scenario import (
     CAPACITY_TYPE,
+    DELETION_COST,
     DISRUPTION_TOLERANCE_S as TOLERANCE,
     INSTANCE_TYPE,
     NODEPOOL,
@@ -238,7 +239,6 @@ def test_without_spot_to_spot_an_underused_spot_node_stays(nodepool_factory, inf
         expect.consistently_nodeclaims_untouched(pool, old, 20)
 
 
-DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 # pkg/controllers/pod/deletioncost/controller.go: the ranking runs once a minute, and only when
 # the cluster's consolidation state changed since its last run.
 DELETION_COST_INTERVAL_S = 60

@@ -17,7 +17,9 @@ REGISTERED = "karpenter.sh/registered"  # on a node once Karpenter registered it
 # On a NodeClaim: "true" when MIN_VALUES_POLICY BestEffort relaxed a minValues for it
 MIN_VALUES_RELAXED = "karpenter.sh/nodeclaim-min-values-relaxed"
 
-# Kubernetes' well-known labels
+# Kubernetes' well-known labels, and the ReplicaSet's scale-in ranking annotation (on pods:
+# the lowest cost goes first)
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 ZONE = "topology.kubernetes.io/zone"
 ARCH = "kubernetes.io/arch"
