@@ -22,7 +22,8 @@ from karpenter_e2e.rendering.coverage import COMMAND, ROOT, SUITES
 OUT = ROOT / "docs" / "oracles.md"
 BOUNDS = ("DECISION_BOUND_S", "SCHEDULING_ROUND_S", "ROUND_SPREAD_S", "DAEMON_RETRY_S", "LEFT_OUT_LAG_S",
           "BATCH_IDLE_S", "BATCH_MAX_S", "SETTLE_MARGIN_S", "SETTLE_WINDOWS", "SETTLE_EXPIRY_FLOOR_S",
-          "STATE_LAG_S", "RUNAWAY_LAUNCHES", "SOLVE_TIMEOUT_S", "NOISE_RACE_S", "NOISE_QUIET_S")
+          "STATE_LAG_S", "STAMP_S", "RUNAWAY_LAUNCHES", "SOLVE_TIMEOUT_S", "NOISE_RACE_S",
+          "NOISE_QUIET_S")
 
 
 def declared(suites: Path = SUITES) -> list[tuple[str, str, str]]:

@@ -26,11 +26,17 @@ UNSCHED = ("False", "Unschedulable", "0/3 nodes are available: 3 Insufficient cp
 
 
 def claim(name, t, *, node="", pool=f"default-{TID}", itype="m5.large", capacity=None,
-          deleting=None):
+          deleting=None, conditions=None):
     return {"name": name, "created": int(t), "deleting": deleting, "node": node,
             "instance_type": itype, "capacity_type": "on-demand", "nodepool": pool,
-            "conditions": {}, "zone": "us-west-2a", "requests": {},
+            "conditions": conditions or {}, "zone": "us-west-2a", "requests": {},
             "allocatable": {}, "capacity": capacity or {"cpu": "2", "memory": "8Gi"}}
+
+
+def consolidatable(t):
+    """Initialized at ``t`` and marked Consolidatable 30 s later, as Karpenter marks every
+    NodeClaim it consolidates (the it-settles oracle reads the marking)."""
+    return {"Initialized": [True, float(int(t))], "Consolidatable": [True, float(int(t) + 30)]}
 
 
 def event(reason, kind, name, t, message="", count=1, uid=None):
@@ -458,7 +464,8 @@ def _budget_case(budgets, second_at, *, first_gone=None, pool=f"default-{TID}", 
         entries.append((later[0], "nodepools", "MODIFIED",
                         {"name": pool, "created": int(T0), "deleting": None, "budgets": later[1]}))
     for i in (1, 2, 3):
-        entries += [(T0 + 1, "nodeclaims", "ADDED", claim(f"c{i}", T0 + 1, node=f"n{i}")),
+        entries += [(T0 + 1, "nodeclaims", "ADDED", claim(f"c{i}", T0 + 1, node=f"n{i}",
+                                                          conditions=consolidatable(T0 + 2))),
                     (T0 + 2, "nodes", "ADDED", _node(f"n{i}", T0 + 2, "0.1"))]
     for name, at in (("n1", T0 + 50), ("n2", second_at)):
         entries += [(at, "nodes", "MODIFIED", {**_node(name, T0 + 2, "0.1"), "disrupted": True}),
@@ -518,7 +525,8 @@ def _node(name, t, price):
 def test_a_consolidation_that_does_not_lower_the_price_is_a_finding():
     def case(new_price):
         return findings(recording(
-            (T0 + 1, "nodeclaims", "ADDED", claim("old", T0 + 1, node="n-old")),
+            (T0 + 1, "nodeclaims", "ADDED", claim("old", T0 + 1, node="n-old",
+                                                  conditions=consolidatable(T0 + 1))),
             (T0 + 1, "nodes", "ADDED", _node("n-old", T0 + 1, "0.10")),
             (T0 + 50, "nodeclaims", "ADDED", claim("new", T0 + 50, node="n-new")),
             (T0 + 51, "nodes", "ADDED", _node("n-new", T0 + 51, new_price)),
@@ -630,9 +638,11 @@ def test_a_pod_moving_is_a_change_and_a_status_update_is_not():
 def test_a_do_not_disrupt_pod_evicted_by_consolidation_is_a_finding():
     def case(reason):
         return findings(recording(
-            (T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1")),
+            (T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1",
+                                                  conditions=consolidatable(T0 + 1))),
             (T0 + 40, "nodeclaims", "MODIFIED", claim("c1", T0 + 1, node="n1",
-                                                      deleting=int(T0 + 40))),
+                                                      deleting=int(T0 + 40),
+                                                      conditions=consolidatable(T0 + 1))),
             (T0 + 2, "pods", "ADDED", pod("p1", T0 + 2, node="n1", dnd=True, phase="Running")),
             (T0 + 42, "pods", "MODIFIED", pod("p1", T0 + 2, node="n1", dnd=True,
                                               deleting=int(T0 + 42), phase="Running")),
@@ -724,11 +734,13 @@ def test_a_force_delete_before_the_grace_period_runs_out_is_no_excuse():
 
 def test_a_pod_whose_annotation_was_lifted_before_its_node_went_was_not_protected():
     rec = recording(
-        (T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1")),
+        (T0 + 1, "nodeclaims", "ADDED", claim("c1", T0 + 1, node="n1",
+                                              conditions=consolidatable(T0 + 1))),
         (T0 + 2, "pods", "ADDED", pod("p1", T0 + 2, node="n1", dnd=True, phase="Running")),
         (T0 + 30, "pods", "MODIFIED", pod("p1", T0 + 2, node="n1", dnd=False, phase="Running")),
         (T0 + 40, "nodeclaims", "MODIFIED", claim("c1", T0 + 1, node="n1",
-                                                  deleting=int(T0 + 40))),
+                                                  deleting=int(T0 + 40),
+                                                  conditions=consolidatable(T0 + 1))),
         (T0 + 42, "pods", "MODIFIED", pod("p1", T0 + 2, node="n1", dnd=False,
                                           deleting=int(T0 + 42), phase="Running")),
         (T0 + 40, "events", "ADDED", event("DisruptionTerminating", "NodeClaim", "c1", T0 + 40,
@@ -751,7 +763,8 @@ def test_every_oracle_mutant_names_a_known_oracle():
 
 def test_a_consolidation_is_priced_as_karpenter_sees_it_through_a_node_overlay():
     rec = recording(
-        (T0 + 1, "nodeclaims", "ADDED", claim("old", T0 + 1, node="n-old", itype="c5.large")),
+        (T0 + 1, "nodeclaims", "ADDED", claim("old", T0 + 1, node="n-old", itype="c5.large",
+                                              conditions=consolidatable(T0 + 1))),
         (T0 + 1, "nodes", "ADDED", _node("n-old", T0 + 1, "0.085")),
         (T0 + 50, "nodeclaims", "ADDED", claim("new", T0 + 50, node="n-new", itype="m5.large")),
         (T0 + 51, "nodes", "ADDED", _node("n-new", T0 + 51, "0.096")),
@@ -773,7 +786,8 @@ def test_karpenters_estimate_is_not_overlaid_again():
     def rec(**source):
         old, new = _node("n-old", T0 + 1, "0.075"), _node("n-new", T0 + 51, "0.07")
         return recording(
-            (T0 + 1, "nodeclaims", "ADDED", claim("old", T0 + 1, node="n-old", itype="c5.large")),
+            (T0 + 1, "nodeclaims", "ADDED", claim("old", T0 + 1, node="n-old", itype="c5.large",
+                                                  conditions=consolidatable(T0 + 1))),
             (T0 + 1, "nodes", "ADDED", {**old, **source}),
             (T0 + 50, "nodeclaims", "ADDED", claim("new", T0 + 50, node="n-new",
                                                    itype="m5.large")),

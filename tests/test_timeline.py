@@ -202,6 +202,20 @@ def test_drift_turns_true_and_back():
     assert m.spells["Drifted"] == [(T0 + 20, T0 + 30)] and m.drifted == [T0 + 20]
 
 
+def test_each_version_keeps_the_last_pod_event_and_the_pools_consolidate_after():
+    """What the it-settles oracle judges a marking by: the lastPodEventTime of the version
+    that turned Consolidatable, and the pool's consolidateAfter as it changed."""
+    marked = claim("nc1", T0, Initialized=T0 + 5, Consolidatable=T0 + 50)
+    marked["status"]["lastPodEventTime"] = iso(T0 + 20)
+    item = timeline_module.compact("nodeclaims", marked)
+    assert item["last_pod_event"] == int(T0 + 20) and item["conditions"]["Consolidatable"] == \
+        [True, int(T0 + 50)]
+    assert timeline_module.compact("nodeclaims", claim("nc2", T0))["last_pod_event"] is None
+    pool = {"metadata": {"name": "default"},
+            "spec": {"disruption": {"consolidateAfter": "30s", "budgets": [{"nodes": "1"}]}}}
+    assert timeline_module.compact("nodepools", pool)["consolidate_after"] == "30s"
+
+
 def test_snapshot_is_relative_to_the_start_and_round_trips_through_json():
     tl = Timeline("consolidation-empty", "suites/test_consolidation.py::test_x", "abc123",
                   started=T0)
