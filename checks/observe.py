@@ -30,6 +30,7 @@ from karpenter_e2e.clusters.api.labels import (
     PRICE,
     ZONE,
 )
+from karpenter_e2e.clusters.karpenter import resources
 from karpenter_e2e.fixtures import diagnosis
 
 
@@ -140,26 +141,16 @@ def pod_workload(pod) -> str:
     return f"{owner.kind}/{ns}/{owner.name}"
 
 
+# one client for turning the official client's objects into the API's dicts (it holds a pool)
+_serializer = functools.cache(client.ApiClient)
+
+
 def _requests(pod) -> dict[str, str]:
-    """What the pod asks of a node as Karpenter and the scheduler count it: its containers and
-    sidecars (restartable init containers), or the largest init container with the sidecars
-    started before it, whichever is more, plus the RuntimeClass's overhead. A LimitRange's
-    defaults are in the spec already (admission wrote them)."""
-    def of(c) -> Counter:
-        return Counter({k: _quantity(v)
-                        for k, v in ((c.resources and c.resources.requests) or {}).items()})
-    main: Counter = sum((of(c) for c in pod.spec.containers or []), Counter())
-    sidecars: Counter = Counter()
-    init_peak: Counter = Counter()
-    for c in pod.spec.init_containers or []:
-        if getattr(c, "restart_policy", None) == "Always":
-            sidecars += of(c)
-        else:
-            init_peak |= of(c) + sidecars  # Counter's | is the elementwise max
-    out = dict((main + sidecars) | init_peak)
-    for k, v in (pod.spec.overhead or {}).items():
-        out[k] = out.get(k, 0) + _quantity(v)
-    return {k: _amount(v) for k, v in sorted(out.items())}
+    """What the pod asks of a node as Karpenter and the scheduler count it
+    (resources.pod_requests: containers, sidecars, init containers, pod-level requests,
+    overhead). A LimitRange's defaults are in the spec already (admission wrote them)."""
+    asked = resources.pod_requests(_serializer().sanitize_for_serialization(pod))
+    return {k: _amount(float(v)) for k, v in sorted(asked.items())}
 
 
 def _amount(v: float) -> str:
