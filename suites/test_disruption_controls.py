@@ -254,8 +254,9 @@ def test_do_not_disrupt_pods_keep_an_underused_node(nodepool_factory, inflate_fa
         claims = names(expect.nodeclaims(pool))
 
     with step("scale inflate to 2: the nodes are underused"):
-        inflate.scale(max(2, len(nodes)))
-        pods = expect.eventually_pods_running(inflate, max(2, len(nodes)))
+        keep = max(2, len(nodes))
+        inflate.scale(keep)
+        pods = expect.eventually_pods_running(inflate, keep)
         scaled = time.time()
 
     with step(f"expect the node Consolidatable and nothing disrupted ({HOLD_S}s)"):
