@@ -133,14 +133,14 @@ def metrics(kube: Kube, d: Deployment) -> str | None:
     """/metrics through the API server's proxy to the chart's Service, or None. Both charts
     (the KWOK provider's, the AWS provider's charts/karpenter/templates/service.yaml) name
     the Service as the Deployment (karpenter.fullname) and its port http-metrics."""
-    path = (f"/api/v1/namespaces/{d.namespace}/services/{d.name}:{METRICS_PORT_NAME}"
-            f"/proxy/metrics")
+    # The generated method, not ApiClient.call_api: that one's signature changed with the
+    # client's generator (v35+ takes method, url, ...; earlier, path and method keywords).
     try:
-        resp = kube.api.call_api(path, "GET", _preload_content=False,
-                                 _request_timeout=10, auth_settings=["BearerToken"])
-        return resp[0].data.decode()
+        page = kube.core.connect_get_namespaced_service_proxy_with_path(
+            f"{d.name}:{METRICS_PORT_NAME}", d.namespace, "metrics", _request_timeout=10)
     except (ApiException, OSError):
         return None
+    return page if isinstance(page, str) else None
 
 
 # Where the chart puts Karpenter (kube-system in the getting-started guide, karpenter in
