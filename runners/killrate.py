@@ -67,18 +67,23 @@ ROOT = Path(__file__).resolve().parent.parent
 # out all available instance types"), so no mutant could change what it decides.
 EXAMPLES = ("workshop-basic", "workshop-weight", "capacity-split", "capacity-buffer",
             "ml-platform", "diff-base", "diff-head", "graviton-storage", "volume-zones",
-            "team-namespace", "kustomize-overlay", "steps-drift", "provisioner-era")
+            "team-namespace", "kustomize-overlay", "steps-drift", "provisioner-era",
+            "drift-guarded")
 EXPLORED = (("killrate", 1), ("killrate", 7), ("killrate", 15), ("killrate", 17), ("killrate", 59))
 WORKLOADS: dict[str, str | tuple[str, int]] = {
     **{name: f"examples/{name}" for name in EXAMPLES},
     **{f"explore-{seed}-{case}": (seed, case) for seed, case in EXPLORED}}
-# The nightly's workloads (every mutant on each: 5 x 110 checks beside the controls): the
+# The nightly's workloads (every mutant on each: 6 x 110 checks beside the controls): the
 # workshop's pool with its scale-in to 0, GPUs with a Job and four pools, two pools of spot
-# and on-demand with a scale-in of five nodes, and two explore cases (a DaemonSet, hostPorts,
-# ephemeral storage, one pod per node; PDBs, budgets, overhead, init containers, affinities).
-# "all" is every workload above.
+# and on-demand with a scale-in of five nodes, two explore cases (a DaemonSet, hostPorts,
+# ephemeral storage, one pod per node; PDBs, budgets, overhead, init containers, affinities),
+# and the workshop's drift under protection (a nodeClassRef change drifting a node that a
+# do-not-disrupt pod holds, then a replacement and a drain paced by a PDB): without it no
+# nightly workload drifts anything while pods are protected, and the drift family (drain,
+# eviction, do-not-disrupt, replace-first) had nothing to show on. "all" is every workload
+# above.
 NIGHTLY = ("workshop-basic", "ml-platform", "capacity-split", "explore-killrate-17",
-           "explore-killrate-1")
+           "explore-killrate-1", "drift-guarded")
 # What a mutant's ``setup:`` (the suites' options) is in check's options; anything else is a
 # set-up check does not run (an upgrade), and the mutant is listed as not run, with why.
 SETUP_FLAGS = {"--karpenter-setting": "--karpenter-setting",
