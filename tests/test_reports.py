@@ -67,3 +67,41 @@ def test_run_summary_is_a_global_attachment(tmp_path):
     entry = json.loads(globals_file.read_text())["attachments"][0]
     assert entry["name"] == "Run summary" and entry["type"] == "text/markdown"
     assert (tmp_path / entry["source"]).read_text() == "| a | b |"
+
+
+def test_a_failure_lists_every_pod_bound_to_the_tests_nodes_with_its_requests():
+    """kube-scheduler's "Insufficient cpu" beside a node that looks half empty: the evidence
+    shows what is bound there, in any namespace, as kube-scheduler counts it."""
+    from kubernetes import client
+
+    from karpenter_e2e.fixtures.reporting import pods_on_nodes
+
+    def pod(ns, name, cpu, deleting=None):
+        return client.V1Pod(
+            metadata=client.V1ObjectMeta(namespace=ns, name=name, deletion_timestamp=deleting),
+            spec=client.V1PodSpec(containers=[client.V1Container(
+                name="c", resources=client.V1ResourceRequirements(requests={"cpu": cpu}))]),
+            status=client.V1PodStatus(phase="Running"))
+
+    bound = {"n1": [pod("workshop-a", "inflate-1", "1"), pod("other-b", "hog", "500m")],
+             "n2": []}
+    asked = []
+
+    class Core:
+        def list_pod_for_all_namespaces(self, field_selector, **kwargs):
+            asked.append(field_selector)
+            return client.V1PodList(items=bound[field_selector.split("=", 1)[1]])
+
+    class Kube:
+        core, api, timeout = Core(), client.ApiClient(), 10
+
+    nodes = [{"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1930m"}}},
+             {"metadata": {"name": "n2"}, "status": {"allocatable": {"cpu": "1930m"}}}]
+    text = pods_on_nodes(Kube(), nodes)
+    assert asked == ["spec.nodeName=n1", "spec.nodeName=n2"]
+    assert text.splitlines() == [
+        "n1 (allocatable cpu 1930m, memory ?):",
+        "  workshop-a/inflate-1 Running: cpu 1",
+        "  other-b/hog Running: cpu 0.5",
+        "n2 (allocatable cpu 1930m, memory ?):",
+        "  (no pod)"]
