@@ -336,3 +336,55 @@ def test_the_aws_provider_s_not_ready_line_is_excused_in_eks_mode_only_while_the
                                            karpenter_version="v1.15.0"))
     assert [f.oracle for f in verdict.findings if f.oracle == "karpenter-log-clean"] == [
         "karpenter-log-clean"]
+
+
+def _aws_metrics_line(pools: list[str], at: float, reconcile: str) -> str:
+    """v1.15.0's AWS provider's metrics controller, as the EKS rehearsal's night logged it
+    (2026-12-07 23:21:11, ~/.cache/karpenter-e2e/clusters/eks-rh-night/logs/karpenter.log):
+    the pools as a "NodePools" list, the errors joined by "; "."""
+    stamp = datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds")
+    error = "; ".join(f"getting instance types, getting cloud provider instance types, no "
+                      f"subnets found (NodePool={p}) (NodePool={p})" for p in pools)
+    return json.dumps({"level": "ERROR", "time": stamp.replace("+00:00", "Z"),
+                       "logger": "controller", "caller": "controller/controller.go:494",
+                       "message": "Reconciler error", "controller": "cloudprovider.metrics",
+                       "namespace": "", "name": "", "reconcileID": reconcile,
+                       "NodePools": [{"name": p} for p in pools], "error": error}) + "\n"
+
+
+def test_the_aws_metrics_no_subnets_burst_is_excused_only_while_its_pools_were_not_ready():
+    """EKS night 4: the on-demand:spot split was stopped on 8 of these lines in 0.64 s, logged
+    while its two pools' EC2NodeClass resolved its subnets (discovered 0.25 s after the first
+    line). Excused while the watch had not seen the pools Ready; the same lines once they were
+    Ready (a controller that cannot read a resolved NodeClass) decide."""
+    from karpenter_e2e.fixtures.timeline import Recording
+
+    t0 = time.time() - 120
+    pools = ["on-demand-fa7d63", "spot-fa7d63"]
+    rec = Recording("fa7d63", t0, namespace="ns")
+    for name in pools:
+        rec.log.append([t0, "nodepools", "ADDED", {"name": name, "created": int(t0),
+                                                   "deleting": None, "budgets": [],
+                                                   "ready": None}])
+    burst = "".join(_aws_metrics_line(pools, t0 + 1 + 0.005 * 2 ** i, f"b{i}")
+                    for i in range(8))
+    for name in pools:
+        rec.log.append([t0 + 3, "nodepools", "MODIFIED", {"name": name, "created": int(t0),
+                                                          "deleting": None, "budgets": [],
+                                                          "ready": t0 + 2.5}])
+    rec.stopped = t0 + 60
+    verdict = oracles.judge(oracles.Record(rec, log_text=burst, karpenter_version="v1.15.0"))
+    assert "karpenter-log-clean" not in {f.oracle for f in verdict.findings}
+
+    later = "".join(_aws_metrics_line(pools, t0 + 30 + i, f"l{i}") for i in range(3))
+    verdict = oracles.judge(oracles.Record(rec, log_text=burst + later,
+                                           karpenter_version="v1.15.0"))
+    assert [f.oracle for f in verdict.findings if f.oracle == "karpenter-log-clean"] == [
+        "karpenter-log-clean"]
+    # v1.14.3's bare form names no pool: it counts, as the gate's finding says
+    bare = "".join(
+        line.split(', "NodePools"')[0] + ', "error": "no subnets found"}\n'
+        for line in burst.splitlines())
+    assert '"NodePools"' not in bare and bare.count("no subnets found") == 8
+    verdict = oracles.judge(oracles.Record(rec, log_text=bare, karpenter_version="v1.14.3"))
+    assert "karpenter-log-clean" in {f.oracle for f in verdict.findings}
