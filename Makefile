@@ -274,8 +274,9 @@ eks-rehearsal: build docker
 	    EKS_CLUSTER_UP="$(KE2E) rehearsal cluster-up --name $(REH_NAME) $(REH_ARGS)" \
 	    EKS_CLUSTER_DELETE="$(KE2E) rehearsal cluster-down --name $(REH_NAME)" \
 	    EKS_BEFORE_SWEEP="$(KE2E) rehearsal check-opt-in --name $(REH_NAME) && $(KE2E) rehearsal seed-sweep --name $(REH_NAME)" \
-	    EKS_AFTER_SWEEP="$(KE2E) rehearsal check-sweep --name $(REH_NAME) --after sweep" \
-	  && $(KE2E) rehearsal check-sweep --name $(REH_NAME) --after teardown); \
+	    EKS_AFTER_SWEEP="$(KE2E) rehearsal check-sweep --name $(REH_NAME) --after sweep"; \
+	  night=$$?; $(KE2E) rehearsal check-sweep --name $(REH_NAME) --after teardown || night=1; \
+	  exit $$night); \
 	  echo $$? > $$rcfile; } 2>&1 | tee reports/eks-night/console.log; rc=$$(cat $$rcfile); \
 	$(KE2E) rehearsal check-leaks --name $(REH_NAME) reports || rc=1; \
 	$(KE2E) rehearsal down --name $(REH_NAME); exit $$rc
